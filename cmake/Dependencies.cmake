@@ -1,0 +1,22 @@
+# Every dependency comes from a Debian 12 package; nothing is downloaded at build time.
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(CARES REQUIRED IMPORTED_TARGET libcares)
+find_package(OpenSSL REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(CLI11 REQUIRED)
+
+find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)
+add_library(vibepit_asio INTERFACE)
+target_include_directories(vibepit_asio SYSTEM INTERFACE ${ASIO_INCLUDE_DIR})
+target_compile_definitions(vibepit_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
+target_link_libraries(vibepit_asio INTERFACE Threads::Threads)
+add_library(vibepit::asio ALIAS vibepit_asio)
+
+if(VIBEPIT_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(VIBEPIT_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

@@ -1,0 +1,37 @@
+#pragma once
+// Pure decisions: no clocks, sockets or DNS. decide() judges (host, port) against the
+// allowlist; classify() then judges each address the name resolved to.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "vibepit/policy/snapshot.hpp"
+
+namespace vibepit::policy {
+
+enum class Verdict { allow, deny };
+
+enum class Reason {
+  allowlisted,       // matched an allow rule
+  not_allowlisted,   // no rule matched
+  blocked_address,   // a literal or every resolved address was in a blocked range
+  resolve_failed,    // the name could not be resolved
+  invalid_target,    // the target could not be parsed
+};
+
+std::string_view to_string(Verdict v);
+std::string_view to_string(Reason r);
+
+struct Decision {
+  Verdict verdict = Verdict::deny;
+  Reason reason = Reason::not_allowlisted;
+  std::string rule;   // the entry that matched, empty when none
+  std::string range;  // for blocked_address: the range that blocked
+};
+
+// `host` is a normalised name or canonical IP text. IP literals are also classified here.
+Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& snap);
+// `qname` must be normalised.
+Decision decide_dns(std::string_view qname, const Snapshot& snap);
+
+}  // namespace vibepit::policy

@@ -1,0 +1,37 @@
+#pragma once
+// IP addresses and CIDR ranges as plain values: no sockets, no resolver.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace vibepit::policy {
+
+// An IPv4 or IPv6 address. IPv4 uses bytes[0..3]; the rest are zero.
+struct IpAddr {
+  bool v6 = false;
+  std::array<std::uint8_t, 16> bytes{};
+
+  static IpAddr v4_from(std::uint32_t host_order);
+  // Strict parse: dotted-quad IPv4 (exactly four decimal parts, no leading zeros,
+  // each 0..255) or an IPv6 text form (no brackets, no zone id). Anything else is nullopt,
+  // so "2130706433", "0x7f.1", "017700000001" and "127.1" are rejected.
+  static std::optional<IpAddr> parse(std::string_view text);
+  std::string to_string() const;  // canonical text (RFC 5952 for IPv6)
+  friend bool operator==(const IpAddr&, const IpAddr&) = default;
+};
+
+// A CIDR range such as "10.0.0.0/8" or "fc00::/7".
+struct Cidr {
+  IpAddr base;  // host bits are zero
+  int prefix = 0;
+
+  // Strict parse: ADDR/PREFIX with the prefix in range and no host bits set.
+  static std::optional<Cidr> parse(std::string_view text);
+  bool contains(const IpAddr& addr) const;  // false when the families differ
+  std::string to_string() const;
+  friend bool operator==(const Cidr&, const Cidr&) = default;
+};
+
+}  // namespace vibepit::policy

@@ -1,0 +1,59 @@
+#pragma once
+// The immutable rule snapshot shared by the DNS server and the proxy, and its store.
+// Readers take no lock and do no contended read-modify-write: each thread caches the
+// current snapshot and re-reads it only when the published generation moved.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "vibepit/policy/classify.hpp"
+#include "vibepit/policy/matcher.hpp"
+#include "vibepit/policy/rules.hpp"
+
+namespace vibepit::policy {
+
+// The textual rule set, as given in config or added at runtime.
+struct RuleSet {
+  std::vector<std::string> allow_http;
+  std::vector<std::string> allow_dns;
+  std::vector<std::string> block_cidr;
+};
+
+struct Snapshot {
+  std::uint64_t generation = 0;
+  HttpMatcher http;
+  DnsMatcher dns;
+  Classifier classifier;
+  RuleSet rules;  // canonical entries, in insertion order, for display
+};
+
+// Compile and validate a whole rule set. Any invalid entry fails the whole set.
+std::variant<std::shared_ptr<const Snapshot>, std::vector<RuleError>> compile(
+    const RuleSet& rules, std::uint64_t generation);
+
+class SnapshotStore {
+ public:
+  explicit SnapshotStore(std::shared_ptr<const Snapshot> initial);
+
+  // Publish atomically; the store sets the generation to the previous one + 1.
+  // Writers are serialised among themselves; readers are never blocked.
+  std::uint64_t publish(std::shared_ptr<Snapshot> next);
+
+  // The current snapshot for this thread. The returned pointer keeps the snapshot alive;
+  // its reference count is per thread, so copying it is an uncontended operation.
+  std::shared_ptr<const Snapshot> current() const;
+
+  std::uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
+ private:
+  mutable std::mutex write_mu_;  // writers and the slow refresh path only
+  std::shared_ptr<const Snapshot> latest_;
+  std::atomic<std::uint64_t> generation_{0};
+  std::uint64_t id_;  // distinguishes stores in the per-thread cache
+};
+
+}  // namespace vibepit::policy

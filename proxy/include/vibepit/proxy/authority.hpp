@@ -1,0 +1,44 @@
+#pragma once
+// Request targets and authorities, parsed strictly. A host is either a DNS name
+// (normalised) or an IP literal in canonical form; ambiguous numeric hosts are refused.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "vibepit/policy/ip.hpp"
+
+namespace vibepit::proxy {
+
+struct Authority {
+  std::string host;  // normalised name, or canonical IP text without brackets
+  std::optional<policy::IpAddr> ip;  // set when host is an IP literal
+  std::uint16_t port = 0;
+  std::string display() const;  // "host:port", with brackets around IPv6
+};
+
+struct TargetError {
+  std::string what;  // e.g. "non-canonical IPv4 address", "missing port", "port out of range"
+};
+
+// "host:port" (CONNECT authority-form). The port is required unless default_port is given.
+// Rejects userinfo, empty host, bad characters, and numeric hosts that are not a strict
+// dotted quad ("2130706433", "0x7f.1", "017700000001", "127.1").
+std::variant<Authority, TargetError> parse_authority(std::string_view text,
+                                                     std::optional<std::uint16_t> default_port);
+
+enum class TargetForm { authority, absolute, origin, asterisk };
+
+struct Target {
+  TargetForm form = TargetForm::origin;
+  std::string scheme;  // lower case, for absolute form ("http", "https", ...)
+  Authority authority;  // for authority and absolute form
+  std::string path;     // for absolute form: path and query in origin form ("/" when empty)
+};
+
+// Classify and parse a request target. For absolute form, the authority's default port
+// follows the scheme (80 for http, 443 for https).
+std::variant<Target, TargetError> parse_target(std::string_view method, std::string_view target);
+
+}  // namespace vibepit::proxy

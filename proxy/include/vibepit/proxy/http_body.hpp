@@ -1,0 +1,70 @@
+#pragma once
+// Message framing (RFC 9112 section 6) and the smuggling checks a forward proxy needs.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "vibepit/proxy/http_head.hpp"
+
+namespace vibepit::proxy {
+
+enum class BodyKind { none, length, chunked, until_close };
+
+struct Framing {
+  BodyKind kind = BodyKind::none;
+  std::uint64_t length = 0;  // for BodyKind::length
+};
+
+struct FramingError {
+  std::string what;  // e.g. "both Content-Length and Transfer-Encoding", "conflicting Content-Length"
+};
+
+// Request framing. Refuses: Content-Length together with Transfer-Encoding, conflicting or
+// malformed Content-Length values, any transfer-coding list whose final coding is not
+// "chunked" (or that names chunked more than once), and Transfer-Encoding on HTTP/1.0.
+std::variant<Framing, FramingError> request_framing(const RequestHead& head);
+// Response framing, given the request method (HEAD) and the status (1xx, 204, 304).
+std::variant<Framing, FramingError> response_framing(const ResponseHead& head,
+                                                     std::string_view request_method);
+
+// Incremental validator for a chunked body. Feed it bytes as they arrive; it says how many
+// of them belong to the body, so the raw bytes can be forwarded unchanged and the message
+// end is known. Chunk sizes are hex without overflow; extensions and trailers are bounded.
+class ChunkedDecoder {
+ public:
+  enum class Status { need_more, done, error };
+  struct Step {
+    Status status = Status::need_more;
+    std::size_t consumed = 0;  // bytes of `data` that belong to this body
+  };
+  explicit ChunkedDecoder(std::size_t max_line = 4096, std::size_t max_trailers = 16384);
+  Step feed(std::string_view data);
+  std::string_view error() const { return error_; }
+
+ private:
+  enum class State { size, size_ext, size_lf, data, data_cr, data_lf, trailer, trailer_lf, done };
+  State state_ = State::size;
+  std::uint64_t remaining_ = 0;
+  std::size_t size_digits_ = 0;
+  std::size_t line_len_ = 0;
+  std::size_t trailer_bytes_ = 0;
+  std::size_t max_line_;
+  std::size_t max_trailers_;
+  std::string_view error_;
+};
+
+// The head to send upstream for an absolute-form request: origin-form request line, the
+// client's headers minus hop-by-hop ones (Connection and the headers it lists,
+// Proxy-Connection, Proxy-Authorization, Keep-Alive, TE, Upgrade, Trailer), and the
+// given Host value.
+std::string rewrite_request_head(const RequestHead& head, std::string_view origin_path,
+                                 std::string_view host_header);
+// The response head to send the client, with hop-by-hop headers removed.
+std::string rewrite_response_head(const ResponseHead& head);
+
+// Whether the client asked to keep the connection open (version default and Connection).
+bool wants_keep_alive(int version_minor, const std::vector<Header>& headers);
+
+}  // namespace vibepit::proxy
