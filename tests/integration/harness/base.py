@@ -1,0 +1,104 @@
+"""Shared test plumbing: --bin-dir, one topology per test class, proxies."""
+
+import os
+import shutil
+import sys
+import unittest
+
+from . import netns
+from .client import RawConn, connect_tunnel, curl
+from .proxy import Proxy
+
+SKIP = 77                 # ctest SKIP_RETURN_CODE
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+BIN_DIR = None
+
+
+def _take_bin_dir(argv):
+    rest, bin_dir, i = [argv[0]], os.environ.get("VIBEPIT_BIN_DIR"), 1
+    while i < len(argv):
+        a = argv[i]
+        if a == "--bin-dir" and i + 1 < len(argv):
+            bin_dir, i = argv[i + 1], i + 2
+            continue
+        if a.startswith("--bin-dir="):
+            bin_dir = a.split("=", 1)[1]
+        else:
+            rest.append(a)
+        i += 1
+    return bin_dir or os.path.join(REPO, "build", "bin"), rest
+
+
+def main(needs_proxy=True):
+    """Entry point of each test file: python3 test_x.py [--bin-dir DIR] [unittest args]."""
+    global BIN_DIR
+    BIN_DIR, argv = _take_bin_dir(sys.argv)
+    BIN_DIR = os.path.abspath(BIN_DIR)
+    if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("curl"):
+        print("SKIP: integration tests need root, iproute2 and curl")
+        sys.exit(SKIP)
+    if needs_proxy and not os.access(os.path.join(BIN_DIR, "vibepit-proxy"), os.X_OK):
+        print("SKIP: no vibepit-proxy in %s (use --bin-dir or VIBEPIT_BIN_DIR)" % BIN_DIR)
+        sys.exit(SKIP)
+    netns.install_signal_cleanup()
+    unittest.main(argv=argv, verbosity=2)
+
+
+class TopologyCase(unittest.TestCase):
+    """One namespace topology per test class, and helpers to run proxies in it."""
+
+    ipv6 = True
+    proxy_config = None     # dict of overrides for the class-wide proxy, or None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.topo = netns.Topology(ipv6=cls.ipv6)
+        cls.topo.start()
+        cls.proxy = None
+        try:
+            if cls.proxy_config is not None:
+                cls.proxy = cls.make_proxy(**cls.proxy_config)
+        except BaseException:
+            cls.topo.close()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.topo.close()
+
+    @classmethod
+    def make_proxy(cls, **overrides):
+        return Proxy(cls.topo, BIN_DIR, **overrides).start()
+
+    def start_proxy(self, **overrides):
+        """A proxy for one test; stopped (SIGKILL if needed) when the test ends."""
+        p = self.make_proxy(**overrides)
+        self.addCleanup(p.stop)
+        return p
+
+    # ---------------------------------------------------------- helpers
+
+    def raw(self, proxy=None, timeout=5.0):
+        c = RawConn(self.topo, (proxy or self.proxy).port, timeout=timeout)
+        self.addCleanup(c.close)
+        return c
+
+    def tunnel(self, target, proxy=None, timeout=5.0):
+        c, resp = connect_tunnel(self.topo, (proxy or self.proxy).port, target, timeout=timeout)
+        self.addCleanup(c.close)
+        return c, resp
+
+    def curl(self, *args, proxy=None, tunnel=False, timeout=10.0):
+        p = proxy or self.proxy
+        return curl(self.topo, args, proxy_port=p.port if p else None, tunnel=tunnel, timeout=timeout)
+
+    def diag(self, proxy=None):
+        p = proxy or self.proxy
+        return p.diag() if p else ""
+
+    def assertNoCanaryHits(self, proxy=None):
+        hits = self.topo.canary_hits()
+        self.assertEqual(hits, [], "a blocked address was dialled: %s%s" % (hits, self.diag(proxy)))
+
+    def assertStatus(self, resp, status, proxy=None):
+        self.assertEqual(resp.status, status, "%r%s" % (resp, self.diag(proxy)))

@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Fake upstream servers for the integration tests.
+
+Run inside a namespace:
+    fake_upstream.py --addr 198.51.100.10 --addr 2001:db8::10 ... \
+        --http 80,8080,8443 --echo 443 --bulk 9000 --log FILE --ready FILE
+
+On every address it listens on every listed port:
+- http: HTTP/1.1 with keep-alive. Every request gets 200 and a JSON body
+  (Content-Length framed) that echoes the method, request target, version,
+  Host, all received headers in order, the decoded body length and sha256,
+  and the local/peer addresses. Chunked request bodies are decoded.
+  Paths: /status/NNN answers with that status; /close adds Connection: close.
+- echo: a TCP echo; on EOF from the peer it half-closes back.
+- bulk: integrity check for tunnels. The client sends a 28-byte header
+  b"VPB1" + u64 n_down + u64 n_up + u64 seed (all big-endian). The server
+  sends n_down bytes of pattern(seed) while it reads n_up bytes (or until
+  EOF when n_up == 2**64-1), then sends a trailer: u64 bytes received +
+  sha256 of them (32 bytes). Then it waits for EOF and closes.
+Every accepted connection is appended to the log file as one JSON line
+{"local": "ip:port", "peer": "ip:port", "kind": ...}; canary instances use it
+to prove that nothing ever dialled a blocked address.
+"""
+
+import argparse
+import hashlib
+import json
+import random
+import selectors
+import socket
+import struct
+import sys
+import threading
+
+BULK_MAGIC = b"VPB1"
+BULK_HEADER = struct.Struct("!4sQQQ")
+BULK_UNTIL_EOF = 2 ** 64 - 1
+PATTERN_BLOCK = 1 << 20
+MAX_HEAD = 64 * 1024
+
+_pattern_cache = {}
+
+
+def _pattern_base(seed):
+    base = _pattern_cache.get(seed)
+    if base is None:
+        base = random.Random(seed).randbytes(PATTERN_BLOCK)
+        _pattern_cache[seed] = base
+    return base
+
+
+def pattern_chunks(seed, n):
+    """Yield n bytes of a deterministic pattern in chunks of up to 1 MiB.
+
+    Block k is the random base rotated by a k-dependent offset, so dropped,
+    duplicated or reordered blocks change the digest.
+    """
+    base = _pattern_base(seed)
+    k = 0
+    while n > 0:
+        off = (k * 7919 + 13) % PATTERN_BLOCK
+        block = base[off:] + base[:off]
+        take = min(n, PATTERN_BLOCK)
+        yield block[:take]
+        n -= take
+        k += 1
+
+
+def pattern_sha256(seed, n):
+    h = hashlib.sha256()
+    for chunk in pattern_chunks(seed, n):
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def fmt_addr(sockaddr):
+    host, port = sockaddr[0], sockaddr[1]
+    return ("[%s]:%d" if ":" in host else "%s:%d") % (host, port)
+
+
+class ConnLog:
+    def __init__(self, path):
+        self.lock = threading.Lock()
+        self.f = open(path, "a", buffering=1) if path else None
+
+    def write(self, **rec):
+        if self.f:
+            with self.lock:
+                self.f.write(json.dumps(rec) + "\n")
+
+
+# ------------------------------------------------------------------ http
+
+class BadRequest(Exception):
+    pass
+
+
+class Reader:
+    def __init__(self, sock):
+        self.sock, self.buf = sock, b""
+
+    def fill(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise EOFError
+        self.buf += chunk
+
+    def line(self, limit=MAX_HEAD):
+        while b"\r\n" not in self.buf:
+            if len(self.buf) > limit:
+                raise BadRequest("line too long")
+            self.fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def head(self):
+        while b"\r\n\r\n" not in self.buf:
+            if len(self.buf) > MAX_HEAD:
+                raise BadRequest("head too long")
+            self.fill()
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        return head
+
+    def exact(self, n, sink):
+        while n > 0:
+            if not self.buf:
+                self.fill()
+            take = self.buf[:n]
+            self.buf = self.buf[len(take):]
+            sink(take)
+            n -= len(take)
+
+
+def read_body(reader, headers, sink):
+    te = [v.strip().lower() for k, v in headers if k.lower() == "transfer-encoding"]
+    cl = [v.strip() for k, v in headers if k.lower() == "content-length"]
+    if te:
+        if te[-1].split(",")[-1].strip() != "chunked":
+            raise BadRequest("unsupported transfer-encoding")
+        while True:
+            size_line = reader.line().split(b";")[0].strip()
+            try:
+                size = int(size_line, 16)
+            except ValueError:
+                raise BadRequest("bad chunk size")
+            if size == 0:
+                while reader.line() != b"":   # trailers
+                    pass
+                return
+            reader.exact(size, sink)
+            if reader.line() != b"":
+                raise BadRequest("bad chunk end")
+    if cl:
+        if len(set(cl)) != 1 or not cl[0].isdigit():
+            raise BadRequest("bad content-length")
+        reader.exact(int(cl[0]), sink)
+
+
+def handle_http(conn, local, peer):
+    reader = Reader(conn)
+    served = 0
+    while True:
+        try:
+            head = reader.head()
+        except (EOFError, OSError):
+            return
+        except BadRequest:
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            return
+        lines = head.decode("latin-1").split("\r\n")
+        try:
+            method, target, version = lines[0].split(" ")
+            headers = []
+            for ln in lines[1:]:
+                name, value = ln.split(":", 1)
+                headers.append((name, value.strip()))
+            digest, length = hashlib.sha256(), [0]
+
+            def sink(b):
+                digest.update(b)
+                length[0] += len(b)
+            read_body(reader, headers, sink)
+        except (ValueError, BadRequest):
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            return
+        except (EOFError, OSError):
+            return
+        served += 1
+        conn_hdr = [v.lower() for k, v in headers if k.lower() == "connection"]
+        close = (version == "HTTP/1.0" and "keep-alive" not in conn_hdr) or "close" in conn_hdr \
+            or target.endswith("/close")
+        status = 200
+        if target.startswith("/status/"):
+            try:
+                status = int(target.split("/")[2])
+            except ValueError:
+                pass
+        host = [v for k, v in headers if k.lower() == "host"]
+        body = json.dumps({
+            "method": method, "target": target, "version": version,
+            "host": host[0] if host else None, "headers": headers,
+            "body_length": length[0], "body_sha256": digest.hexdigest(),
+            "local": local, "peer": peer, "request_on_conn": served,
+        }, indent=1).encode() + b"\n"
+        resp = ("HTTP/1.1 %d Fake\r\nContent-Type: application/json\r\n"
+                "X-Upstream: %s\r\nContent-Length: %d\r\nConnection: %s\r\n\r\n"
+                % (status, local, len(body), "close" if close else "keep-alive")).encode()
+        conn.sendall(resp + (b"" if method == "HEAD" else body))
+        if close:
+            return
+
+
+# ------------------------------------------------------------------ echo / bulk
+
+def handle_echo(conn, local, peer):
+    while True:
+        data = conn.recv(65536)
+        if not data:
+            conn.shutdown(socket.SHUT_WR)
+            return
+        conn.sendall(data)
+
+
+def handle_bulk(conn, local, peer):
+    hdr = b""
+    while len(hdr) < BULK_HEADER.size:
+        chunk = conn.recv(BULK_HEADER.size - len(hdr))
+        if not chunk:
+            return
+        hdr += chunk
+    magic, n_down, n_up, seed = BULK_HEADER.unpack(hdr)
+    if magic != BULK_MAGIC:
+        return
+    errors = []
+
+    def sender():
+        try:
+            for chunk in pattern_chunks(seed, n_down):
+                conn.sendall(chunk)
+        except OSError as e:
+            errors.append(e)
+    t = threading.Thread(target=sender, daemon=True)
+    t.start()
+    h, got = hashlib.sha256(), 0
+    while n_up == BULK_UNTIL_EOF or got < n_up:
+        want = 1 << 20 if n_up == BULK_UNTIL_EOF else min(1 << 20, n_up - got)
+        data = conn.recv(want)
+        if not data:
+            break
+        h.update(data)
+        got += len(data)
+    t.join()
+    if errors:
+        return
+    conn.sendall(struct.pack("!Q", got) + h.digest())
+    if n_up != BULK_UNTIL_EOF:
+        while conn.recv(65536):   # wait for the client's EOF
+            pass
+
+
+HANDLERS = {"http": handle_http, "echo": handle_echo, "bulk": handle_bulk}
+
+
+def serve_conn(kind, conn, log):
+    local, peer = fmt_addr(conn.getsockname()), fmt_addr(conn.getpeername())
+    log.write(kind=kind, local=local, peer=peer)
+    conn.settimeout(120)
+    try:
+        HANDLERS[kind](conn, local, peer)
+    except (OSError, EOFError):
+        pass
+    finally:
+        conn.close()
+
+
+def parse_ports(text):
+    return [int(p) for p in text.split(",") if p]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--addr", action="append", required=True)
+    ap.add_argument("--http", default="")
+    ap.add_argument("--echo", default="")
+    ap.add_argument("--bulk", default="")
+    ap.add_argument("--log", default="")
+    ap.add_argument("--ready", required=True)
+    args = ap.parse_args()
+
+    log = ConnLog(args.log)
+    sel = selectors.DefaultSelector()
+    for addr in args.addr:
+        family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+        for kind in ("http", "echo", "bulk"):
+            for port in parse_ports(getattr(args, kind)):
+                s = socket.socket(family, socket.SOCK_STREAM)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind((addr, port))
+                s.listen(256)
+                s.setblocking(False)
+                sel.register(s, selectors.EVENT_READ, kind)
+    with open(args.ready, "w") as f:
+        f.write("ready\n")
+    while True:
+        for key, _ in sel.select():
+            try:
+                conn, _ = key.fileobj.accept()
+            except OSError:
+                continue
+            conn.setblocking(True)
+            threading.Thread(target=serve_conn, args=(key.data, conn, log), daemon=True).start()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

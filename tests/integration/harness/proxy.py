@@ -1,0 +1,139 @@
+"""Start vibepit-proxy inside px with a test config and read what it says."""
+
+import json
+import os
+import re
+import signal
+import threading
+import time
+
+LISTEN_RE = re.compile(r"listening proxy (\S+):(\d+)")
+
+# Short deadlines: every timeout a test waits for stays small.
+BASE_CONFIG = {
+    "proxy-listen": ["127.0.0.1:0"],
+    "upstream-dns": ["203.0.113.2:53"],
+    "allow-http": [],
+    "allow-dns": [],
+    "block-cidr": [],
+    "threads": 2,
+    "splice": "auto",
+    "header-timeout-ms": 2000,
+    "connect-timeout-ms": 1000,
+    "idle-timeout-ms": 20000,
+    "resolve-timeout-ms": 1000,
+    "drain-timeout-ms": 2000,
+    "max-request-head": 16384,
+    "max-connections": 512,
+    "decision-ring": 1000,
+}
+
+_n = [0]
+
+
+class ProxyError(RuntimeError):
+    pass
+
+
+class Proxy:
+    def __init__(self, topo, bin_dir, **overrides):
+        """overrides use python names: allow_http=[...] -> "allow-http"."""
+        _n[0] += 1
+        self.topo = topo
+        self.binary = os.path.join(bin_dir, "vibepit-proxy")
+        self.name = "proxy%d" % _n[0]
+        self.log_path = os.path.join(topo.tmp, self.name + "-decisions.ndjson")
+        self.config = dict(BASE_CONFIG)
+        self.config["decision-log"] = self.log_path
+        for k, v in overrides.items():
+            self.config[k.replace("_", "-")] = v
+        self.config_path = os.path.join(topo.tmp, self.name + ".json")
+        self.stderr_path = os.path.join(topo.tmp, self.name + ".stderr")
+        self.proc = None
+        self.host = self.port = None
+
+    # ---------------------------------------------------------- lifecycle
+
+    def write_config(self, raw=None):
+        with open(self.config_path, "w") as f:
+            f.write(raw if raw is not None else json.dumps(self.config, indent=1))
+
+    def spawn(self, raw_config=None, extra_args=None):
+        self.write_config(raw_config)
+        argv = [self.binary, "--config", self.config_path] + list(extra_args or [])
+        self.stderr_file = open(self.stderr_path, "wb")
+        self.proc = self.topo.popen(self.topo.px, argv, stdout=self.stderr_file, stderr=self.stderr_file)
+        self.stderr_file.close()
+        return self.proc
+
+    def start(self, timeout=10.0):
+        self.spawn()
+        deadline = time.monotonic() + timeout
+        while True:
+            m = LISTEN_RE.search(self.stderr())
+            if m:
+                self.host, self.port = m.group(1), int(m.group(2))
+                return self
+            if self.proc.poll() is not None:
+                raise ProxyError("vibepit-proxy exited %s before listening:\n%s"
+                                 % (self.proc.returncode, self.stderr()))
+            if time.monotonic() > deadline:
+                self.stop(signal.SIGKILL)
+                raise ProxyError("vibepit-proxy did not report 'listening proxy' in %.0fs:\n%s"
+                                 % (timeout, self.stderr()))
+            time.sleep(0.02)
+
+    def wait_exit(self, timeout):
+        """Wait for exit; returns (status, seconds) or (None, seconds)."""
+        t0 = time.monotonic()
+        try:
+            self.proc.wait(timeout)
+        except Exception:
+            return None, time.monotonic() - t0
+        return self.proc.returncode, time.monotonic() - t0
+
+    def stop(self, sig=signal.SIGTERM, timeout=5.0):
+        if self.proc is None:
+            return None
+        return self.topo.stop_process(self.proc, sig=sig, timeout=timeout)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stderr(self):
+        try:
+            with open(self.stderr_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def diag(self):
+        """Text for assertion messages: tail of stderr and decision log."""
+        return "\n--- proxy stderr (tail) ---\n%s\n--- decision log (tail) ---\n%s" % (
+            self.stderr()[-3000:], "\n".join(json.dumps(r) for r in self.records()[-10:]))
+
+    # ---------------------------------------------------------- decision log
+
+    def records(self):
+        out = []
+        try:
+            with open(self.log_path) as f:
+                for line in f:
+                    line = line.strip()
+                    if line:
+                        try:
+                            out.append(json.loads(line))
+                        except ValueError:
+                            out.append({"_unparsable": line})
+        except OSError:
+            pass
+        return out
+
+    def wait_records(self, pred, count=1, timeout=3.0):
+        """Poll the decision log until `count` records match pred; return them."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [r for r in self.records() if pred(r)]
+            if len(found) >= count or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
