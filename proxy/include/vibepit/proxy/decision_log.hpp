@@ -1,0 +1,108 @@
+#pragma once
+// Decision records: one per decision, plus one when an allowed connection closes.
+// I/O threads push into their own bounded single-producer queue; one writer thread drains
+// every queue, formats NDJSON, writes the log and keeps a bounded in-memory ring.
+// Nothing on the data path takes a lock shared with another thread.
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "vibepit/policy/decision.hpp"
+
+namespace vibepit::proxy {
+
+struct DecisionRecord {
+  std::uint64_t id = 0;
+  std::int64_t ts_us = 0;  // wall clock, microseconds since the epoch
+  const char* src = "proxy";
+  bool close = false;  // false: the decision; true: the connection it allowed has closed
+  std::string client;
+  std::string method;
+  std::string host;
+  std::uint16_t port = 0;
+  policy::Verdict verdict = policy::Verdict::deny;
+  policy::Reason reason = policy::Reason::not_allowlisted;
+  std::string rule;
+  std::string range;   // the blocked range, for blocked_address
+  std::string addr;    // the address dialled
+  std::string detail;  // a short human explanation
+  std::uint16_t status = 0;  // HTTP status sent to the client
+  std::uint64_t gen = 0;
+  std::uint64_t bytes_up = 0;
+  std::uint64_t bytes_down = 0;
+  std::uint64_t ms = 0;
+};
+
+std::string to_json_line(const DecisionRecord& r);  // one NDJSON line, with '\n'
+
+class DecisionLog {
+ public:
+  // One producer per I/O thread. push() never blocks; when the queue is full the record is
+  // counted as dropped.
+  class Producer {
+   public:
+    explicit Producer(std::size_t capacity);
+    void push(DecisionRecord&& r);
+    std::uint64_t next_id();  // unique across producers
+    std::uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+
+   private:
+    friend class DecisionLog;
+    bool pop(DecisionRecord& out);  // writer thread only
+    std::vector<DecisionRecord> slots_;
+    std::size_t mask_;
+    alignas(64) std::atomic<std::size_t> head_{0};  // written by the producer
+    alignas(64) std::atomic<std::size_t> tail_{0};  // written by the writer thread
+    alignas(64) std::atomic<std::uint64_t> dropped_{0};
+    std::uint64_t id_next_ = 0, id_end_ = 0;
+    DecisionLog* owner_ = nullptr;
+  };
+
+  struct RingEntry {
+    std::uint64_t seq;
+    std::string line;
+  };
+
+  // path: a file (appended), "-" for stdout, or "" for no file (ring only).
+  DecisionLog(const std::string& path, std::size_t ring_capacity);
+  ~DecisionLog();
+  DecisionLog(const DecisionLog&) = delete;
+  DecisionLog& operator=(const DecisionLog&) = delete;
+
+  // Create producers before start(); they live as long as the log.
+  Producer& make_producer(std::size_t capacity = 1 << 14);
+  void start();
+  // Drain every queue, flush, and stop the writer thread.
+  void stop();
+
+  // Ring entries with seq > after, at most limit. `lost` counts entries after `after` that
+  // were already evicted from the ring.
+  std::vector<RingEntry> since(std::uint64_t after, std::size_t limit, std::uint64_t& lost) const;
+  std::uint64_t written() const { return written_.load(std::memory_order_relaxed); }
+
+ private:
+  void run();
+  std::size_t drain_once();
+  std::uint64_t take_id_block();
+
+  std::FILE* out_ = nullptr;
+  bool own_out_ = false;
+  std::vector<std::unique_ptr<Producer>> producers_;
+  std::atomic<std::uint64_t> id_blocks_{0};
+  std::atomic<bool> stopping_{false};
+  std::thread writer_;
+  std::atomic<std::uint64_t> written_{0};
+
+  mutable std::mutex ring_mu_;  // writer thread and control readers only
+  std::deque<RingEntry> ring_;
+  std::size_t ring_capacity_;
+  std::uint64_t next_seq_ = 1;
+};
+
+}  // namespace vibepit::proxy

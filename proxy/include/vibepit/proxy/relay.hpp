@@ -1,0 +1,27 @@
+#pragma once
+// The tunnel relay: two half-duplex pumps. Each direction keeps at most one read in flight
+// and reads again only after its write completed (that is the backpressure). EOF on one
+// side shuts down the other side's send direction; any error closes both.
+// With splice, bytes move socket -> pipe -> socket inside the kernel.
+#include <cstdint>
+#include <functional>
+
+#include <asio/awaitable.hpp>
+#include <asio/ip/tcp.hpp>
+
+namespace vibepit::proxy {
+
+struct RelayStats {
+  std::uint64_t up = 0;    // client -> upstream
+  std::uint64_t down = 0;  // upstream -> client
+  bool spliced = false;    // at least one direction used splice
+};
+
+// Relay until both directions finished or either side failed. `on_activity` is called
+// whenever bytes move (the caller's idle deadline). Neither socket needs a buffer while
+// the tunnel is idle: pumps wait for readiness first.
+asio::awaitable<void> relay(asio::ip::tcp::socket& client, asio::ip::tcp::socket& upstream,
+                            bool use_splice, const std::function<void()>& on_activity,
+                            RelayStats& stats);
+
+}  // namespace vibepit::proxy

@@ -1,0 +1,86 @@
+#pragma once
+// Asynchronous name resolution with c-ares on an Asio event loop. One Resolver per
+// io_context (c-ares channels are single-threaded). c-ares reports each socket it wants
+// watched through its socket-state callback; we wait for readiness with Asio and drive
+// ares_process_fd, and one timer drives c-ares' own timeouts. Only the configured servers
+// are used: never /etc/resolv.conf, never /etc/hosts.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <asio/async_result.hpp>
+#include <asio/io_context.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "vibepit/policy/ip.hpp"
+#include "vibepit/proxy/config.hpp"
+
+struct ares_channeldata;
+struct ares_addrinfo;
+
+namespace vibepit::proxy {
+
+struct ResolveResult {
+  bool ok = false;
+  std::vector<policy::IpAddr> addrs;  // in the order the upstream gave them
+  std::string error;                  // why resolution failed, when !ok
+};
+
+class Resolver {
+ public:
+  Resolver(asio::io_context& io, const std::vector<Endpoint>& servers,
+           std::chrono::milliseconds timeout);
+  ~Resolver();
+  Resolver(const Resolver&) = delete;
+  Resolver& operator=(const Resolver&) = delete;
+
+  // Completion signature void(ResolveResult). The handler always runs later on the loop,
+  // never inside the call.
+  template <typename Token>
+  auto async_resolve(std::string name, Token&& token) {
+    return asio::async_initiate<Token, void(ResolveResult)>(
+        [this](auto handler, std::string n) {
+          using H = decltype(handler);
+          start(std::move(n), std::make_unique<Waiter<H>>(std::move(handler), io_));
+        },
+        token, std::move(name));
+  }
+
+ private:
+  struct WaiterBase {
+    virtual ~WaiterBase() = default;
+    virtual void complete(ResolveResult r) = 0;
+  };
+  template <typename H>
+  struct Waiter final : WaiterBase {
+    Waiter(H h, asio::io_context& io) : handler(std::move(h)), io_(io) {}
+    void complete(ResolveResult r) override {
+      asio::post(io_, [h = std::move(handler), r = std::move(r)]() mutable { std::move(h)(r); });
+    }
+    H handler;
+    asio::io_context& io_;
+  };
+  struct Watch;
+
+  void start(std::string name, std::unique_ptr<WaiterBase> waiter);
+  static void on_sock_state(void* data, int fd, int readable, int writable);
+  static void on_addrinfo(void* arg, int status, int timeouts, ares_addrinfo* res);
+  void watch(const std::shared_ptr<Watch>& w, bool read);
+  void rearm_timer();
+
+  asio::io_context& io_;
+  ares_channeldata* channel_ = nullptr;
+  asio::steady_timer timer_;
+  std::unordered_map<int, std::shared_ptr<Watch>> watches_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+// Call once per process before any Resolver is made.
+void resolver_library_init();
+
+}  // namespace vibepit::proxy

@@ -1,0 +1,65 @@
+#pragma once
+// The proxy server: one io_context per thread, each with its own acceptors (SO_REUSEPORT),
+// its own c-ares resolver and its own decision-log producer, so a connection lives on one
+// thread from accept to close and shares nothing mutable with other threads.
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+
+#include "vibepit/policy/snapshot.hpp"
+#include "vibepit/proxy/config.hpp"
+#include "vibepit/proxy/decision_log.hpp"
+#include "vibepit/proxy/resolver.hpp"
+
+namespace vibepit::proxy {
+
+class Session;
+
+// What a session needs from the thread it runs on.
+struct Worker {
+  Worker(const Config& c, policy::SnapshotStore& s, DecisionLog::Producer& p,
+         std::atomic<std::size_t>& active);
+  ~Worker();
+
+  // Declared before io: destroying io destroys pending sessions, which unregister here.
+  std::unordered_set<Session*> sessions;  // this thread's sessions, for draining
+  bool draining = false;
+  asio::io_context io{1};
+  const Config& cfg;
+  policy::SnapshotStore& store;
+  DecisionLog::Producer& log;
+  std::atomic<std::size_t>& active;  // connections open across all workers
+  Resolver resolver;
+  std::vector<asio::ip::tcp::acceptor> acceptors;
+  int spare_fd = -1;  // released to accept-and-refuse when the process is out of fds
+};
+
+class ProxyServer {
+ public:
+  ProxyServer(const Config& cfg, policy::SnapshotStore& store, DecisionLog& log);
+  ~ProxyServer();
+
+  // Bind every proxy-listen address on every worker. Returns the bound endpoints (port 0
+  // resolved to the chosen port). Throws std::system_error when a bind fails.
+  std::vector<asio::ip::tcp::endpoint> listen();
+  void start();  // start worker threads
+  // Stop accepting, close idle keep-alive connections, wait up to drain-timeout for the
+  // rest, then stop the loops and join the threads.
+  void shutdown();
+  std::size_t active() const { return active_.load(std::memory_order_relaxed); }
+
+ private:
+  const Config& cfg_;
+  std::atomic<std::size_t> active_{0};
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace vibepit::proxy

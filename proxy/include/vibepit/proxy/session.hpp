@@ -1,0 +1,83 @@
+#pragma once
+// One client connection: read a request head, decide, resolve once, dial only addresses
+// that passed, then relay (CONNECT) or forward requests (absolute-form HTTP, keep-alive).
+// A session lives on its worker's thread; it is kept alive by its own coroutines.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <asio/awaitable.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "vibepit/policy/decision.hpp"
+#include "vibepit/proxy/authority.hpp"
+#include "vibepit/proxy/decision_log.hpp"
+#include "vibepit/proxy/http_body.hpp"
+#include "vibepit/proxy/http_head.hpp"
+
+namespace vibepit::proxy {
+
+struct Worker;
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Worker& w, asio::ip::tcp::socket client);
+  ~Session();
+  void start();
+  // Called when the server drains: close now if no request is in progress.
+  void on_drain();
+
+ private:
+  using clock = std::chrono::steady_clock;
+  enum class Phase { wait_request, read_head, resolve, connect, busy };
+  enum class HeadStatus { ok, closed, failed };
+
+  // The outcome of decide -> resolve -> classify -> dial for one request.
+  struct Dial {
+    bool ok = false;
+    int status = 0;  // HTTP status to send when !ok
+    std::string message;
+  };
+
+  asio::awaitable<void> run();
+  asio::awaitable<void> watchdog();
+  asio::awaitable<HeadStatus> read_head(RequestHead& head);
+  asio::awaitable<void> handle_connect(const Authority& target, DecisionRecord& rec);
+  // Returns true when the client connection may carry another request.
+  asio::awaitable<bool> handle_http(const RequestHead& head, const Target& target);
+  asio::awaitable<Dial> decide_and_dial(const Authority& target, DecisionRecord& rec,
+                                        bool reuse_ok);
+  asio::awaitable<bool> send(std::string_view bytes);  // to the client, with a deadline
+  asio::awaitable<void> refuse(int status, std::string_view message, bool close);
+  asio::awaitable<bool> forward_request_body(const Framing& framing, std::uint64_t& bytes);
+  asio::awaitable<bool> forward_response(std::string_view method, bool client_keep_alive,
+                                         bool& keep_client, DecisionRecord& rec);
+
+  DecisionRecord new_record(std::string_view method, const Authority& target);
+  void emit(DecisionRecord rec);
+  void emit_close(DecisionRecord rec, clock::time_point started);
+  void set_deadline(Phase phase, std::chrono::milliseconds d);
+  void touch();  // activity on a tunnel or body: push the idle deadline
+  void close_all();
+
+  Worker& w_;
+  asio::ip::tcp::socket client_;
+  asio::ip::tcp::socket upstream_;
+  std::string upstream_key_;  // "host:port" the open upstream connection was dialled for
+  std::string upstream_addr_;
+  asio::steady_timer timer_;
+  clock::time_point deadline_ = clock::time_point::max();
+  Phase phase_ = Phase::wait_request;
+  bool timed_out_ = false;
+  bool closed_ = false;
+  std::string client_text_;
+  std::string inbuf_;  // bytes read from the client not yet consumed
+  std::string upbuf_;  // bytes read from upstream not yet consumed
+};
+
+}  // namespace vibepit::proxy

@@ -1,0 +1,193 @@
+#include "vibepit/proxy/config.hpp"
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace vibepit::proxy {
+namespace {
+
+using json = nlohmann::json;
+
+std::uint16_t parse_port(std::string_view digits) {
+  unsigned value = 0;
+  if (digits.empty() || digits.size() > 5) throw std::invalid_argument("bad port");
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc{} || ptr != digits.data() + digits.size() || value > 65535) {
+    throw std::invalid_argument("bad port \"" + std::string(digits) + "\"");
+  }
+  return static_cast<std::uint16_t>(value);
+}
+
+std::string type_name(const json& v) { return v.type_name(); }
+
+std::vector<std::string> string_list(const json& v, const std::string& key) {
+  if (!v.is_array()) throw ConfigError(key, "must be a list of strings, got " + type_name(v));
+  std::vector<std::string> out;
+  for (const auto& item : v) {
+    if (!item.is_string()) {
+      throw ConfigError(key, "must be a list of strings, got an element of type " + type_name(item));
+    }
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
+std::vector<Endpoint> endpoint_list(const json& v, const std::string& key,
+                                    std::uint16_t default_port) {
+  std::vector<Endpoint> out;
+  for (const auto& text : string_list(v, key)) {
+    try {
+      out.push_back(parse_endpoint(text, default_port));
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(key, "\"" + text + "\": " + e.what());
+    }
+  }
+  if (out.empty()) throw ConfigError(key, "must name at least one address");
+  return out;
+}
+
+std::uint64_t bounded_number(const json& v, const std::string& key, std::uint64_t lo,
+                             std::uint64_t hi) {
+  if (!v.is_number_unsigned()) {
+    throw ConfigError(key, "must be a whole number from " + std::to_string(lo) + " to " +
+                               std::to_string(hi) + ", got " + v.dump());
+  }
+  auto n = v.get<std::uint64_t>();
+  if (n < lo || n > hi) {
+    throw ConfigError(key, std::to_string(n) + " is out of range " + std::to_string(lo) + ".." +
+                               std::to_string(hi));
+  }
+  return n;
+}
+
+std::chrono::milliseconds duration_ms(const json& v, const std::string& key) {
+  // From 1 ms to one day: zero would mean "no deadline", which we never allow.
+  return std::chrono::milliseconds(bounded_number(v, key, 1, 86'400'000));
+}
+
+}  // namespace
+
+std::string Endpoint::to_string() const {
+  auto host = addr.to_string();
+  if (addr.v6) host = "[" + host + "]";
+  return host + ":" + std::to_string(port);
+}
+
+Endpoint parse_endpoint(std::string_view text, std::uint16_t default_port) {
+  std::string_view host = text;
+  std::string_view port;
+  if (!text.empty() && text.front() == '[') {
+    auto close = text.find(']');
+    if (close == std::string_view::npos) throw std::invalid_argument("missing ']'");
+    host = text.substr(1, close - 1);
+    auto rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') throw std::invalid_argument("expected ':' after ']'");
+      port = rest.substr(1);
+    }
+  } else if (auto colon = text.rfind(':'); colon != std::string_view::npos) {
+    if (text.find(':') != colon) {
+      throw std::invalid_argument("IPv6 addresses need brackets, as in [::1]:53");
+    }
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  auto ip = policy::IpAddr::parse(host);
+  if (!ip) throw std::invalid_argument("not an IP address (names are not accepted here)");
+  Endpoint ep{*ip, default_port};
+  if (!port.empty() || text.ends_with(":")) {
+    ep.port = parse_port(port);
+  } else if (default_port == 0) {
+    throw std::invalid_argument("missing port");
+  }
+  return ep;
+}
+
+Config parse_config(std::string_view json_text) {
+  json root;
+  try {
+    root = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw ConfigError("", std::string("not valid JSON: ") + e.what());
+  }
+  if (!root.is_object()) throw ConfigError("", "the configuration must be a JSON object");
+
+  Config cfg;
+  bool have_listen = false;
+  for (const auto& [key, v] : root.items()) {
+    if (key == "proxy-listen") {
+      cfg.proxy_listen = endpoint_list(v, key, 0);
+      have_listen = true;
+    } else if (key == "upstream-dns") {
+      cfg.upstream_dns = endpoint_list(v, key, 53);
+    } else if (key == "allow-http") {
+      cfg.rules.allow_http = string_list(v, key);
+    } else if (key == "allow-dns") {
+      cfg.rules.allow_dns = string_list(v, key);
+    } else if (key == "block-cidr") {
+      cfg.rules.block_cidr = string_list(v, key);
+    } else if (key == "decision-log") {
+      if (!v.is_string() || v.get<std::string>().empty()) {
+        throw ConfigError(key, "must be a file path or \"-\" for standard output");
+      }
+      cfg.decision_log = v.get<std::string>();
+    } else if (key == "threads") {
+      cfg.threads = static_cast<unsigned>(bounded_number(v, key, 0, 256));
+    } else if (key == "splice") {
+      if (v == "auto") {
+        cfg.splice = SpliceMode::automatic;
+      } else if (v == "off") {
+        cfg.splice = SpliceMode::off;
+      } else {
+        throw ConfigError(key, "must be \"auto\" or \"off\", got " + v.dump());
+      }
+    } else if (key == "header-timeout-ms") {
+      cfg.header_timeout = duration_ms(v, key);
+    } else if (key == "connect-timeout-ms") {
+      cfg.connect_timeout = duration_ms(v, key);
+    } else if (key == "idle-timeout-ms") {
+      cfg.idle_timeout = duration_ms(v, key);
+    } else if (key == "resolve-timeout-ms") {
+      cfg.resolve_timeout = duration_ms(v, key);
+    } else if (key == "drain-timeout-ms") {
+      cfg.drain_timeout = duration_ms(v, key);
+    } else if (key == "max-request-head") {
+      cfg.max_request_head = bounded_number(v, key, 1024, 1 << 20);
+    } else if (key == "max-response-head") {
+      cfg.max_response_head = bounded_number(v, key, 1024, 1 << 20);
+    } else if (key == "max-connections") {
+      cfg.max_connections = bounded_number(v, key, 1, 1'000'000);
+    } else if (key == "decision-ring") {
+      cfg.decision_ring = bounded_number(v, key, 1, 10'000'000);
+    } else {
+      throw ConfigError(key, "unknown key (see docs/config.md for the keys)");
+    }
+  }
+  if (!have_listen) throw ConfigError("proxy-listen", "is required");
+  if (cfg.upstream_dns.empty()) {
+    throw ConfigError("upstream-dns", "is required: the proxy never reads the host's resolv.conf");
+  }
+
+  // Validate every rule now, so a bad entry stops the start instead of a later request.
+  auto compiled = policy::compile(cfg.rules, 1);
+  if (auto* errors = std::get_if<std::vector<policy::RuleError>>(&compiled)) {
+    const auto& first = errors->front();
+    std::string message = first.message();
+    if (errors->size() > 1) message += " (and " + std::to_string(errors->size() - 1) + " more)";
+    throw ConfigError(first.list, message);
+  }
+  return cfg;
+}
+
+Config load_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("", "cannot read config file \"" + path + "\"");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str());
+}
+
+}  // namespace vibepit::proxy

@@ -1,0 +1,245 @@
+// Plain-HTTP forwarding (absolute-form requests) for Session: each request on a client
+// connection is decided on its own, then forwarded in origin-form with hop-by-hop headers
+// removed; bodies pass through unchanged, framed exactly as parsed.
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include "vibepit/proxy/response.hpp"
+#include "vibepit/proxy/server.hpp"
+#include "vibepit/proxy/session.hpp"
+
+namespace vibepit::proxy {
+namespace {
+
+using asio::ip::tcp;
+constexpr std::size_t kChunk = 16 * 1024;
+
+// Append what the socket has to `buf`.
+asio::awaitable<bool> fill(tcp::socket& s, std::string& buf, asio::error_code& ec) {
+  auto old = buf.size();
+  buf.resize(old + kChunk);
+  auto n = co_await s.async_read_some(asio::buffer(buf.data() + old, kChunk),
+                                      asio::redirect_error(asio::use_awaitable, ec));
+  buf.resize(old + n);
+  co_return !ec;
+}
+
+// Forward a framed body from `buf`+`from` to `to`. Bytes past the body stay in `buf`.
+asio::awaitable<bool> pass_body(tcp::socket& from, std::string& buf, tcp::socket& to,
+                                const Framing& framing, std::uint64_t& bytes,
+                                const std::function<void()>& touch) {
+  asio::error_code ec;
+  auto tok = asio::redirect_error(asio::use_awaitable, ec);
+  if (framing.kind == BodyKind::none) co_return true;
+  std::uint64_t remaining = framing.length;
+  ChunkedDecoder chunked;
+  for (;;) {
+    if (!buf.empty()) {
+      std::size_t take = 0;
+      bool done = false;
+      switch (framing.kind) {
+        case BodyKind::length:
+          take = static_cast<std::size_t>(std::min<std::uint64_t>(remaining, buf.size()));
+          remaining -= take;
+          done = remaining == 0;
+          break;
+        case BodyKind::chunked: {
+          auto step = chunked.feed(buf);
+          if (step.status == ChunkedDecoder::Status::error) co_return false;
+          take = step.consumed;
+          done = step.status == ChunkedDecoder::Status::done;
+          break;
+        }
+        default:  // until_close
+          take = buf.size();
+          break;
+      }
+      if (take) {
+        co_await asio::async_write(to, asio::buffer(buf.data(), take), tok);
+        if (ec) co_return false;
+        bytes += take;
+        buf.erase(0, take);
+        touch();
+      }
+      if (done) co_return true;
+    } else if (framing.kind == BodyKind::length && remaining == 0) {
+      co_return true;
+    }
+    if (!co_await fill(from, buf, ec)) {
+      co_return framing.kind == BodyKind::until_close && ec == asio::error::eof;
+    }
+  }
+}
+
+// The rewritten head has no Connection header: say what we will do with the client connection.
+std::string with_connection(std::string head, bool keep_alive) {
+  head.insert(head.size() - 2, keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
+  return head;
+}
+
+}  // namespace
+
+asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target& target) {
+  const auto& auth = target.authority;
+  const std::string method(head.method);
+
+  // The Host header must name the same authority as the URI, or the request is ambiguous.
+  std::optional<std::string_view> host_header;
+  int host_count = 0;
+  for (const auto& h : head.headers) {
+    if (iequals(h.name, "host")) {
+      ++host_count;
+      host_header = h.value;
+    }
+  }
+  if (host_count > 1) {
+    co_await refuse(400, "more than one Host header", true);
+    co_return false;
+  }
+  if (host_header) {
+    auto parsed = parse_authority(*host_header, auth.port == 80 ? std::optional<std::uint16_t>(80)
+                                                                : std::nullopt);
+    auto* h = std::get_if<Authority>(&parsed);
+    if (!h || h->host != auth.host || h->port != auth.port) {
+      co_await refuse(400, "the Host header \"" + std::string(host_header->substr(0, 256)) +
+                               "\" does not match the request URI authority " + auth.display(),
+                      true);
+      co_return false;
+    }
+  } else if (head.version_minor == 1) {
+    co_await refuse(400, "HTTP/1.1 request without a Host header", true);
+    co_return false;
+  }
+
+  auto framing_or = request_framing(head);
+  if (auto* err = std::get_if<FramingError>(&framing_or)) {
+    co_await refuse(400, "refused request framing: " + err->what, true);
+    co_return false;
+  }
+  const auto framing = std::get<Framing>(framing_or);
+  const bool client_keep_alive = wants_keep_alive(head.version_minor, head.headers);
+  bool expect_continue = false;
+  if (auto e = head.find("expect")) expect_continue = iequals(*e, "100-continue");
+
+  std::string host_value = auth.port == 80 ? (auth.ip && auth.ip->v6 ? "[" + auth.host + "]"
+                                                                     : auth.host)
+                                           : auth.display();
+  std::string upstream_head = rewrite_request_head(head, target.path, host_value);
+  if (expect_continue) {
+    // We answer the 100 ourselves once the request is allowed, so drop the expectation.
+    auto pos = upstream_head.find("\r\nExpect:");
+    if (pos == std::string::npos) pos = upstream_head.find("\r\nexpect:");
+    if (pos != std::string::npos) {
+      auto end = upstream_head.find("\r\n", pos + 2);
+      upstream_head.erase(pos, end - pos);
+    }
+  }
+  inbuf_.erase(0, head.head_size);  // `head` views are invalid from here on
+
+  auto rec = new_record(method, auth);
+  auto dial = co_await decide_and_dial(auth, rec, true);
+  if (closed_) co_return false;
+  if (!dial.ok) {
+    rec.status = static_cast<std::uint16_t>(dial.status);
+    emit(rec);
+    // A body we will not forward would be read as the next request: close instead.
+    bool close = framing.kind != BodyKind::none || !client_keep_alive;
+    co_await refuse(dial.status, dial.message, close);
+    co_return !close && !closed_;
+  }
+  emit(rec);
+  auto started = clock::now();
+  set_deadline(Phase::busy, w_.cfg.idle_timeout);
+
+  asio::error_code ec;
+  auto tok = asio::redirect_error(asio::use_awaitable, ec);
+  if (expect_continue && framing.kind != BodyKind::none) {
+    if (!co_await send("HTTP/1.1 100 Continue\r\n\r\n")) co_return false;
+  }
+  co_await asio::async_write(upstream_, asio::buffer(upstream_head), tok);
+  bool keep_client = false;
+  if (!ec) {
+    std::uint64_t up = 0;
+    bool ok = false;
+    if (framing.kind == BodyKind::none) {
+      ok = co_await forward_response(method, client_keep_alive, keep_client, rec);
+    } else {
+      // Upload and download run together: a server may answer before the body ends.
+      using namespace asio::experimental::awaitable_operators;
+      auto [sent, answered] = co_await (forward_request_body(framing, up) &&
+                                        forward_response(method, client_keep_alive, keep_client,
+                                                         rec));
+      ok = sent && answered;
+      if (!sent) keep_client = false;
+    }
+    rec.bytes_up = upstream_head.size() + up;
+    if (!ok && rec.status == 0) {
+      rec.status = 502;
+      co_await refuse(502, "the upstream server closed the connection or sent an invalid "
+                           "response", true);
+      keep_client = false;
+    }
+  } else {
+    rec.status = 502;
+    co_await refuse(502, "could not send the request upstream: " + ec.message(), true);
+  }
+  emit_close(std::move(rec), started);
+  co_return keep_client && !closed_ && !w_.draining;
+}
+
+asio::awaitable<bool> Session::forward_request_body(const Framing& framing, std::uint64_t& bytes) {
+  co_return co_await pass_body(client_, inbuf_, upstream_, framing, bytes, [this] { touch(); });
+}
+
+asio::awaitable<bool> Session::forward_response(std::string_view method, bool client_keep_alive,
+                                                bool& keep_client, DecisionRecord& rec) {
+  asio::error_code ec;
+  const std::string req_method(method);
+  upbuf_.clear();
+  for (;;) {
+    ResponseHead rh;
+    ParseResult pr;
+    for (;;) {
+      pr = parse_response_head(upbuf_, w_.cfg.max_response_head, rh);
+      if (pr.state != ParseState::incomplete) break;
+      if (!co_await fill(upstream_, upbuf_, ec)) co_return false;
+    }
+    if (pr.state == ParseState::error) co_return false;
+    if (rh.status >= 100 && rh.status < 200) {
+      if (rh.status == 101) co_return false;  // we never forward Upgrade
+      auto interim = std::string(upbuf_.data(), rh.head_size);
+      upbuf_.erase(0, rh.head_size);
+      if (!co_await send(interim)) co_return false;
+      continue;
+    }
+    auto framing_or = response_framing(rh, req_method);
+    if (std::holds_alternative<FramingError>(framing_or)) co_return false;
+    auto framing = std::get<Framing>(framing_or);
+    bool upstream_keep = wants_keep_alive(rh.version_minor, rh.headers) &&
+                         framing.kind != BodyKind::until_close;
+    keep_client = client_keep_alive && framing.kind != BodyKind::until_close;
+
+    auto out = with_connection(rewrite_response_head(rh), keep_client);
+    rec.status = static_cast<std::uint16_t>(rh.status);
+    upbuf_.erase(0, rh.head_size);
+    if (!co_await send(out)) co_return false;
+    std::uint64_t down = out.size();
+    bool ok = co_await pass_body(upstream_, upbuf_, client_, framing, down, [this] { touch(); });
+    rec.bytes_down = down;
+    if (!ok) {
+      keep_client = false;
+      close_all();
+      co_return true;  // the response has started: the client sees the cut, not a 502
+    }
+    if (!upstream_keep || !upbuf_.empty()) {
+      asio::error_code ignored;
+      upstream_.close(ignored);
+      upstream_key_.clear();
+    }
+    co_return true;
+  }
+}
+
+}  // namespace vibepit::proxy

@@ -1,0 +1,176 @@
+#include "vibepit/proxy/server.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/ip/v6_only.hpp>
+#include <asio/detached.hpp>
+#include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+#include "vibepit/proxy/response.hpp"
+#include "vibepit/proxy/session.hpp"
+
+namespace vibepit::proxy {
+namespace {
+
+using asio::ip::tcp;
+
+tcp::endpoint to_asio(const Endpoint& e) {
+  if (e.addr.v6) {
+    asio::ip::address_v6::bytes_type b;
+    std::copy(e.addr.bytes.begin(), e.addr.bytes.end(), b.begin());
+    return {asio::ip::address_v6(b), e.port};
+  }
+  const auto& b = e.addr.bytes;
+  return {asio::ip::address_v4({b[0], b[1], b[2], b[3]}), e.port};
+}
+
+// Best effort, never blocking: a refused client gets a clear status, not a silent reset.
+void refuse_now(tcp::socket& s, int status, std::string_view why) {
+  auto text = make_error_response(status, why, true);
+  asio::error_code ec;
+  s.non_blocking(true, ec);
+  s.send(asio::buffer(text), 0, ec);
+  s.close(ec);
+}
+
+bool out_of_descriptors(const asio::error_code& ec) {
+  return ec == asio::error::no_descriptors || ec.value() == ENFILE ||
+         ec == asio::error::no_buffer_space || ec == asio::error::no_memory;
+}
+
+asio::awaitable<void> accept_loop(Worker& w, tcp::acceptor& acceptor) {
+  asio::error_code ec;
+  auto tok = asio::redirect_error(asio::use_awaitable, ec);
+  asio::steady_timer backoff(w.io);
+  for (;;) {
+    tcp::socket sock(w.io);
+    co_await acceptor.async_accept(sock, tok);
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) {
+      if (out_of_descriptors(ec)) {
+        // Free the spare descriptor to take one pending client off the queue and answer it,
+        // then back off so a persistent shortage is not a busy loop.
+        if (w.spare_fd >= 0) {
+          ::close(w.spare_fd);
+          tcp::socket victim(w.io);
+          asio::error_code aec;
+          acceptor.accept(victim, aec);
+          if (!aec) refuse_now(victim, 503, "the proxy is out of file descriptors; retry later");
+          w.spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        }
+        spdlog::warn("accept: {} (backing off 50 ms)", ec.message());
+      } else {
+        spdlog::warn("accept: {}", ec.message());
+      }
+      backoff.expires_after(std::chrono::milliseconds(50));
+      co_await backoff.async_wait(tok);
+      continue;
+    }
+    if (w.draining) {
+      refuse_now(sock, 503, "the proxy is shutting down");
+      continue;
+    }
+    if (w.active.fetch_add(1, std::memory_order_relaxed) >= w.cfg.max_connections) {
+      w.active.fetch_sub(1, std::memory_order_relaxed);
+      refuse_now(sock, 503, "too many connections (max-connections); retry later");
+      continue;
+    }
+    std::make_shared<Session>(w, std::move(sock))->start();
+  }
+}
+
+}  // namespace
+
+Worker::Worker(const Config& c, policy::SnapshotStore& s, DecisionLog::Producer& p,
+               std::atomic<std::size_t>& a)
+    : cfg(c), store(s), log(p), active(a), resolver(io, c.upstream_dns, c.resolve_timeout) {
+  spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+Worker::~Worker() {
+  if (spare_fd >= 0) ::close(spare_fd);
+}
+
+ProxyServer::ProxyServer(const Config& cfg, policy::SnapshotStore& store, DecisionLog& log)
+    : cfg_(cfg) {
+  unsigned n = cfg.threads ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < n; ++i) {
+    workers_.push_back(std::make_unique<Worker>(cfg, store, log.make_producer(), active_));
+  }
+}
+
+ProxyServer::~ProxyServer() {
+  for (auto& w : workers_) w->io.stop();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+std::vector<tcp::endpoint> ProxyServer::listen() {
+  std::vector<tcp::endpoint> bound;
+  for (const auto& ep : cfg_.proxy_listen) {
+    auto want = to_asio(ep);
+    for (auto& w : workers_) {
+      tcp::acceptor a(w->io);
+      a.open(want.protocol());
+      a.set_option(tcp::acceptor::reuse_address(true));
+      int one = 1;
+      // Each worker has its own accept queue on the same port: the kernel spreads clients.
+      ::setsockopt(a.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+      if (want.address().is_v6()) a.set_option(asio::ip::v6_only(true));
+      a.bind(want);
+      a.listen(asio::socket_base::max_listen_connections);
+      want = a.local_endpoint();  // port 0: the other workers join the chosen port
+      w->acceptors.push_back(std::move(a));
+    }
+    bound.push_back(want);
+  }
+  return bound;
+}
+
+void ProxyServer::start() {
+  for (auto& w : workers_) {
+    for (auto& a : w->acceptors) {
+      asio::co_spawn(w->io, accept_loop(*w, a), asio::detached);
+    }
+    threads_.emplace_back([&io = w->io] {
+      auto guard = asio::make_work_guard(io);
+      io.run();
+    });
+  }
+}
+
+void ProxyServer::shutdown() {
+  for (auto& w : workers_) {
+    asio::post(w->io, [&w = *w] {
+      w.draining = true;
+      for (auto& a : w.acceptors) {
+        asio::error_code ignored;
+        a.close(ignored);
+      }
+      // Copy: a session may close and leave the set while we walk it.
+      std::vector<Session*> sessions(w.sessions.begin(), w.sessions.end());
+      for (auto* s : sessions) {
+        if (w.sessions.count(s)) s->on_drain();
+      }
+    });
+  }
+  auto until = std::chrono::steady_clock::now() + cfg_.drain_timeout;
+  while (active() > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (active() > 0) spdlog::warn("drain timeout: closing {} open connections", active());
+  for (auto& w : workers_) w->io.stop();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+}
+
+}  // namespace vibepit::proxy

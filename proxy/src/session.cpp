@@ -1,0 +1,386 @@
+#include "vibepit/proxy/session.hpp"
+
+#include <array>
+
+#include <asio/co_spawn.hpp>
+#include <asio/connect.hpp>
+#include <asio/detached.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+
+#include "vibepit/proxy/relay.hpp"
+#include "vibepit/proxy/response.hpp"
+#include "vibepit/proxy/server.hpp"
+
+namespace vibepit::proxy {
+namespace {
+
+using asio::ip::tcp;
+constexpr std::size_t kMaxDialAddresses = 8;
+constexpr std::size_t kReadChunk = 4096;
+
+std::int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+tcp::endpoint to_endpoint(const policy::IpAddr& ip, std::uint16_t port) {
+  if (ip.v6) {
+    asio::ip::address_v6::bytes_type b;
+    std::copy(ip.bytes.begin(), ip.bytes.end(), b.begin());
+    return {asio::ip::address_v6(b), port};
+  }
+  return {asio::ip::address_v4({ip.bytes[0], ip.bytes[1], ip.bytes[2], ip.bytes[3]}), port};
+}
+
+}  // namespace
+
+Session::Session(Worker& w, tcp::socket client)
+    : w_(w), client_(std::move(client)), upstream_(w.io), timer_(w.io) {
+  w_.sessions.insert(this);
+  asio::error_code ec;
+  auto remote = client_.remote_endpoint(ec);
+  if (!ec) {
+    auto addr = remote.address();
+    client_text_ = (addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string()) + ":" +
+                   std::to_string(remote.port());
+  }
+  client_.set_option(tcp::no_delay(true), ec);
+}
+
+Session::~Session() {
+  w_.sessions.erase(this);
+  w_.active.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Session::start() {
+  auto self = shared_from_this();
+  asio::co_spawn(w_.io, [self] { return self->watchdog(); }, asio::detached);
+  asio::co_spawn(w_.io, [self] { return self->run(); }, asio::detached);
+}
+
+void Session::on_drain() {
+  if (phase_ == Phase::wait_request) close_all();
+}
+
+void Session::close_all() {
+  closed_ = true;
+  asio::error_code ignored;
+  client_.close(ignored);
+  upstream_.close(ignored);
+  timer_.cancel();
+}
+
+void Session::set_deadline(Phase phase, std::chrono::milliseconds d) {
+  phase_ = phase;
+  timed_out_ = false;
+  auto next = clock::now() + d;
+  bool sooner = next < deadline_;
+  deadline_ = next;
+  if (sooner) timer_.cancel();  // the watchdog re-arms for the earlier time
+}
+
+void Session::touch() { deadline_ = clock::now() + w_.cfg.idle_timeout; }
+
+asio::awaitable<void> Session::watchdog() {
+  asio::error_code ec;
+  while (!closed_) {
+    timer_.expires_at(deadline_);
+    co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (closed_) break;
+    if (clock::now() < deadline_) continue;  // moved later, or cancelled to move sooner
+    timed_out_ = true;
+    deadline_ = clock::time_point::max();
+    asio::error_code ignored;
+    switch (phase_) {
+      case Phase::read_head:
+        client_.cancel(ignored);  // run() answers 408
+        break;
+      case Phase::connect:
+        upstream_.close(ignored);  // the dial moves on to the next address
+        break;
+      default:
+        close_all();
+        break;
+    }
+  }
+}
+
+asio::awaitable<Session::HeadStatus> Session::read_head(RequestHead& head) {
+  asio::error_code ec;
+  auto tok = asio::redirect_error(asio::use_awaitable, ec);
+  const auto limit = w_.cfg.max_request_head;
+  for (;;) {
+    if (!inbuf_.empty()) {
+      auto r = parse_request_head(inbuf_, limit, head);
+      if (r.state == ParseState::complete) co_return HeadStatus::ok;
+      if (r.state == ParseState::error) {
+        if (r.error == HeadError::too_large) {
+          co_await refuse(431, "request head larger than " + std::to_string(limit) + " bytes",
+                          true);
+        } else {
+          co_await refuse(400, std::string("malformed request: ") + std::string(describe(r.error)),
+                          true);
+        }
+        co_return HeadStatus::failed;
+      }
+    }
+    if (phase_ == Phase::wait_request && !inbuf_.empty()) phase_ = Phase::read_head;
+    auto old = inbuf_.size();
+    inbuf_.resize(old + kReadChunk);
+    auto n = co_await client_.async_read_some(asio::buffer(inbuf_.data() + old, kReadChunk), tok);
+    inbuf_.resize(old + n);
+    if (ec) {
+      if (timed_out_ && !inbuf_.empty() && client_.is_open()) {
+        co_await refuse(408, "request head not received within the header timeout", true);
+        co_return HeadStatus::failed;
+      }
+      co_return HeadStatus::closed;
+    }
+    if (phase_ == Phase::wait_request) phase_ = Phase::read_head;
+  }
+}
+
+asio::awaitable<void> Session::run() {
+  auto self = shared_from_this();
+  for (;;) {
+    set_deadline(Phase::wait_request, w_.cfg.header_timeout);
+    if (w_.draining && inbuf_.empty()) break;
+    RequestHead head;
+    if (co_await read_head(head) != HeadStatus::ok) break;
+    set_deadline(Phase::busy, w_.cfg.idle_timeout);
+
+    auto parsed = parse_target(head.method, head.target);
+    if (auto* err = std::get_if<TargetError>(&parsed)) {
+      std::string method(head.method);
+      if (method == "CONNECT") {
+        DecisionRecord rec;
+        rec.id = w_.log.next_id();
+        rec.ts_us = now_us();
+        rec.client = client_text_;
+        rec.method = method;
+        rec.host = std::string(head.target.substr(0, 256));
+        rec.reason = policy::Reason::invalid_target;
+        rec.detail = err->what;
+        rec.status = 400;
+        rec.gen = w_.store.generation();
+        emit(std::move(rec));
+      }
+      co_await refuse(400, "invalid request target \"" + std::string(head.target.substr(0, 256)) +
+                               "\": " + err->what, true);
+      break;
+    }
+    auto& target = std::get<Target>(parsed);
+    if (target.form == TargetForm::authority) {
+      auto rec = new_record("CONNECT", target.authority);
+      inbuf_.erase(0, head.head_size);
+      co_await handle_connect(target.authority, rec);
+      break;
+    }
+    if (target.form != TargetForm::absolute) {
+      co_await refuse(400,
+                      "this is a forward proxy: send absolute-form requests "
+                      "(GET http://host/path) or CONNECT host:port",
+                      true);
+      break;
+    }
+    if (target.scheme != "http") {
+      co_await refuse(400,
+                      target.scheme == "https"
+                          ? "https:// URLs must be tunnelled: use CONNECT host:443 (set "
+                            "HTTPS_PROXY, not an http:// URL with an https target)"
+                          : "unsupported URL scheme \"" + target.scheme + "\"",
+                      true);
+      break;
+    }
+    if (!co_await handle_http(head, target)) break;
+  }
+  close_all();
+}
+
+DecisionRecord Session::new_record(std::string_view method, const Authority& target) {
+  DecisionRecord rec;
+  rec.id = w_.log.next_id();
+  rec.ts_us = now_us();
+  rec.client = client_text_;
+  rec.method = std::string(method);
+  rec.host = target.host;
+  rec.port = target.port;
+  return rec;
+}
+
+void Session::emit(DecisionRecord rec) { w_.log.push(std::move(rec)); }
+
+void Session::emit_close(DecisionRecord rec, clock::time_point started) {
+  rec.close = true;
+  rec.ts_us = now_us();
+  rec.ms = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started).count());
+  emit(std::move(rec));
+}
+
+asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
+                                                        DecisionRecord& rec, bool reuse_ok) {
+  Dial out;
+  auto snap = w_.store.current();  // one snapshot for the whole decision
+  rec.gen = snap->generation;
+  auto d = policy::decide_http(target.host, target.port, *snap);
+  rec.verdict = d.verdict;
+  rec.reason = d.reason;
+  rec.rule = d.rule;
+  rec.range = d.range;
+  const auto display = target.display();
+  if (d.verdict == policy::Verdict::deny) {
+    out.status = 403;
+    if (d.reason == policy::Reason::blocked_address) {
+      out.message = "access to " + display + " denied: the address is in the blocked range " +
+                    d.range + ". No rule can allow it.";
+    } else {
+      out.message = "access to " + display + " denied: not allowlisted.\nTo allow it, run: "
+                    "vibepit allow-http " + display;
+    }
+    co_return out;
+  }
+
+  // Keep-alive reuse: the connection was dialled for this same authority, to an address
+  // that passed classification then. The decision above was made anew for this request.
+  if (reuse_ok && upstream_.is_open() && upstream_key_ == display) {
+    rec.addr = upstream_addr_;
+    out.ok = true;
+    co_return out;
+  }
+  asio::error_code ignored;
+  upstream_.close(ignored);
+  upstream_key_.clear();
+
+  std::vector<policy::IpAddr> candidates;
+  if (target.ip) {
+    candidates.push_back(*target.ip);  // already classified by decide_http
+  } else {
+    set_deadline(Phase::resolve, w_.cfg.resolve_timeout + std::chrono::seconds(1));
+    auto result = co_await w_.resolver.async_resolve(target.host, asio::use_awaitable);
+    if (closed_) co_return out;
+    if (!result.ok) {
+      rec.verdict = policy::Verdict::deny;
+      rec.reason = policy::Reason::resolve_failed;
+      rec.detail = result.error;
+      out.status = 502;
+      out.message = "could not resolve " + target.host + " (" + result.error +
+                    "); the request was not sent.";
+      co_return out;
+    }
+    // Classify every address; only those that pass may be dialled. No second lookup.
+    std::string first_range, first_blocked;
+    for (const auto& ip : result.addrs) {
+      auto c = snap->classifier.classify(ip);
+      if (!c.blocked) {
+        candidates.push_back(ip);
+      } else if (first_range.empty()) {
+        first_range = c.range;
+        first_blocked = ip.to_string();
+      }
+    }
+    if (candidates.empty()) {
+      rec.verdict = policy::Verdict::deny;
+      rec.reason = policy::Reason::blocked_address;
+      rec.range = first_range;
+      rec.addr = first_blocked;
+      out.status = 403;
+      out.message = "access to " + display + " denied: " + target.host + " resolves to " +
+                    first_blocked + ", in the blocked range " + first_range +
+                    ". No rule can allow it.";
+      co_return out;
+    }
+  }
+
+  bool any_timeout = false;
+  std::string last_error;
+  if (candidates.size() > kMaxDialAddresses) candidates.resize(kMaxDialAddresses);
+  for (const auto& ip : candidates) {
+    asio::error_code ec;
+    upstream_ = tcp::socket(w_.io);
+    set_deadline(Phase::connect, w_.cfg.connect_timeout);
+    co_await upstream_.async_connect(to_endpoint(ip, target.port),
+                                     asio::redirect_error(asio::use_awaitable, ec));
+    if (closed_) co_return out;
+    if (!ec) {
+      set_deadline(Phase::busy, w_.cfg.idle_timeout);
+      upstream_.set_option(tcp::no_delay(true), ec);
+      rec.addr = ip.to_string();
+      upstream_key_ = display;
+      upstream_addr_ = rec.addr;
+      out.ok = true;
+      co_return out;
+    }
+    if (timed_out_) {
+      any_timeout = true;
+      last_error = "timed out";
+    } else {
+      last_error = ec.message();
+    }
+    upstream_.close(ignored);
+  }
+  set_deadline(Phase::busy, w_.cfg.idle_timeout);
+  rec.addr = candidates.back().to_string();
+  rec.detail = "connect failed: " + last_error;
+  out.status = any_timeout ? 504 : 502;
+  out.message = "could not connect to " + display + ": " + last_error + " (tried " +
+                std::to_string(candidates.size()) + " address" +
+                (candidates.size() == 1 ? "" : "es") + ").";
+  co_return out;
+}
+
+asio::awaitable<void> Session::handle_connect(const Authority& target, DecisionRecord& rec) {
+  auto dial = co_await decide_and_dial(target, rec, false);
+  if (closed_) co_return;
+  if (!dial.ok) {
+    rec.status = static_cast<std::uint16_t>(dial.status);
+    emit(rec);
+    co_await refuse(dial.status, dial.message, true);
+    co_return;
+  }
+  rec.status = 200;
+  emit(rec);
+  auto started = clock::now();
+  RelayStats stats;
+  if (co_await send("HTTP/1.1 200 Connection established\r\n\r\n")) {
+    asio::error_code ec;
+    if (!inbuf_.empty()) {  // bytes the client sent ahead of our 200
+      co_await asio::async_write(upstream_, asio::buffer(inbuf_),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+      stats.up += inbuf_.size();
+      inbuf_.clear();
+    }
+    inbuf_.shrink_to_fit();  // an idle tunnel keeps no head buffer
+    if (!ec) {
+      touch();
+      co_await relay(client_, upstream_, w_.cfg.splice == SpliceMode::automatic,
+                     [this] { touch(); }, stats);
+    }
+  }
+  rec.bytes_up = stats.up;
+  rec.bytes_down = stats.down;
+  emit_close(std::move(rec), started);
+}
+
+asio::awaitable<bool> Session::send(std::string_view bytes) {
+  asio::error_code ec;
+  if (phase_ != Phase::busy) set_deadline(Phase::busy, w_.cfg.idle_timeout);
+  co_await asio::async_write(client_, asio::buffer(bytes),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  co_return !ec;
+}
+
+asio::awaitable<void> Session::refuse(int status, std::string_view message, bool close) {
+  auto text = make_error_response(status, message, close);
+  co_await send(text);
+  if (close) {
+    // Let the response reach the client before the FIN; the watchdog bounds this.
+    asio::error_code ignored;
+    client_.shutdown(tcp::socket::shutdown_send, ignored);
+  }
+}
+
+}  // namespace vibepit::proxy
