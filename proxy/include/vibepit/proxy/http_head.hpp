@@ -17,13 +17,13 @@ struct Header {
 
 enum class HeadError {
   none,
-  too_large,          // head exceeds the limit before its end (431)
-  bad_request_line,   // malformed method, target or version
-  bad_version,        // not HTTP/1.0 or HTTP/1.1
-  bad_header,         // malformed field line or name
-  obs_fold,           // a line folded with leading whitespace
-  bad_header_bytes,   // a byte not allowed in a field (CTL, NUL, bare CR, ...)
-  bad_status_line,    // response only
+  too_large,         // head exceeds the limit before its end (431)
+  bad_request_line,  // malformed method, target or version
+  bad_version,       // not HTTP/1.0 or HTTP/1.1
+  bad_header,        // malformed field line or name
+  obs_fold,          // a line folded with leading whitespace
+  bad_header_bytes,  // a byte not allowed in a field (CTL, NUL, bare CR, ...)
+  bad_status_line,   // response only
 };
 
 std::string_view describe(HeadError e);
@@ -60,5 +60,10 @@ struct ParseResult {
 // a bare LF line ending is accepted, a bare CR is not.
 ParseResult parse_request_head(std::string_view buf, std::size_t max_head, RequestHead& out);
 ParseResult parse_response_head(std::string_view buf, std::size_t max_head, ResponseHead& out);
+
+// Byte classes from RFC 9110, shared by the head, framing and chunked parsers.
+bool is_tchar(unsigned char c);       // may appear in a token (method, field name, coding)
+bool is_field_byte(unsigned char c);  // may appear in a field value: HTAB, SP, VCHAR, obs-text
+bool iequals(std::string_view a, std::string_view b);  // ASCII case-insensitive
 
 }  // namespace vibepit::proxy
