@@ -1,1 +1,226 @@
-// placeholder: implemented in a following commit
+// Authorities and request targets. The host that policy sees must be the host that is
+// dialled, so anything a resolver or inet_aton could read two ways is refused here.
+#include "vibepit/proxy/authority.hpp"
+
+namespace vibepit::proxy {
+namespace {
+
+using policy::IpAddr;
+
+constexpr std::size_t kMaxName = 253;  // RFC 1035, without the trailing dot
+constexpr std::size_t kMaxLabel = 63;
+constexpr std::size_t kMaxPortDigits = 5;
+
+TargetError err(std::string_view what) {
+  return TargetError{std::string(what)};
+}
+
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_alpha(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+char lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+bool all_digits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!is_digit(c)) return false;
+  }
+  return true;
+}
+
+// Would inet_aton or a resolver read this label as part of a number?
+bool looks_numeric(std::string_view label) {
+  return all_digits(label) || (label.size() >= 2 && label[0] == '0' && lower(label[1]) == 'x');
+}
+
+// Exactly four decimal parts, 0..255, no leading zeros. Checked here as well as in
+// IpAddr::parse so that this file alone guarantees the property it promises.
+bool is_strict_dotted_quad(std::string_view s) {
+  int parts = 0;
+  std::size_t i = 0;
+  for (;;) {
+    const std::size_t start = i;
+    unsigned value = 0;
+    while (i < s.size() && is_digit(s[i]) && i - start < 3) {
+      value = value * 10 + static_cast<unsigned>(s[i] - '0');
+      ++i;
+    }
+    const std::size_t n = i - start;
+    if (n == 0 || (n > 1 && s[start] == '0') || value > 255) return false;
+    ++parts;
+    if (i == s.size()) return parts == 4;
+    if (s[i] != '.' || parts == 4) return false;
+    ++i;
+  }
+}
+
+std::optional<TargetError> parse_port(std::string_view s, std::uint16_t& port) {
+  if (s.empty()) return err("empty port");
+  for (char c : s) {
+    if (!is_digit(c)) return err("invalid port");
+  }
+  if (s.size() > kMaxPortDigits) return err("port out of range");
+  unsigned value = 0;
+  for (char c : s) value = value * 10 + static_cast<unsigned>(c - '0');
+  if (value == 0 || value > 65535) return err("port out of range");
+  port = static_cast<std::uint16_t>(value);
+  return std::nullopt;
+}
+
+std::optional<TargetError> parse_host(std::string_view host, Authority& a) {
+  if (host.empty()) return err("empty host");
+  if (host.size() > kMaxName + 1) return err("host name too long");
+  for (char c : host) {
+    if (!(is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_')) {
+      return err("invalid character in host");
+    }
+  }
+  const bool trailing_dot = host.back() == '.';
+  if (trailing_dot) host.remove_suffix(1);
+  if (host.empty()) return err("empty host");
+  if (host.size() > kMaxName) return err("host name too long");
+  std::string_view last;
+  for (std::size_t start = 0;;) {
+    const std::size_t dot = host.find('.', start);
+    last = host.substr(start, dot == std::string_view::npos ? dot : dot - start);
+    if (last.empty()) return err("empty label in host");
+    if (last.size() > kMaxLabel) return err("host label too long");
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  if (looks_numeric(last)) {
+    if (trailing_dot || !is_strict_dotted_quad(host)) return err("non-canonical IPv4 address");
+    const auto ip = IpAddr::parse(host);
+    if (!ip || ip->v6) return err("invalid IPv4 address");
+    a.host = ip->to_string();
+    a.ip = ip;
+    return std::nullopt;
+  }
+  a.host.resize(host.size());
+  for (std::size_t i = 0; i < host.size(); ++i) a.host[i] = lower(host[i]);
+  return std::nullopt;
+}
+
+std::optional<std::uint16_t> scheme_default_port(std::string_view scheme) {
+  if (scheme == "http") return 80;
+  if (scheme == "https") return 443;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string Authority::display() const {
+  std::string out;
+  const bool brackets = ip && ip->v6;
+  out.reserve(host.size() + 8);
+  if (brackets) out += '[';
+  out += host;
+  if (brackets) out += ']';
+  out += ':';
+  out += std::to_string(port);
+  return out;
+}
+
+std::variant<Authority, TargetError> parse_authority(std::string_view text,
+                                                     std::optional<std::uint16_t> default_port) {
+  if (text.empty()) return err("empty authority");
+  for (char c : text) {
+    if (c == '@') return err("userinfo not allowed");
+    if (c == '%') return err("percent-encoding not allowed in authority");
+  }
+  Authority a;
+  std::string_view port_text;
+  bool has_port = false;
+  if (text.front() == '[') {
+    const std::size_t close = text.find(']');
+    if (close == std::string_view::npos) return err("unterminated IPv6 literal");
+    const auto ip = IpAddr::parse(text.substr(1, close - 1));
+    if (!ip || !ip->v6) return err("invalid IPv6 literal");
+    a.host = ip->to_string();
+    a.ip = ip;
+    const std::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return err("invalid character after IPv6 literal");
+      has_port = true;
+      port_text = rest.substr(1);
+    }
+  } else {
+    const std::size_t colon = text.find(':');
+    if (colon != std::string_view::npos) {
+      has_port = true;
+      port_text = text.substr(colon + 1);
+      if (port_text.find(':') != std::string_view::npos) {
+        return err("IPv6 address must be in brackets");
+      }
+    }
+    if (auto e = parse_host(text.substr(0, colon), a)) return *e;
+  }
+  if (has_port) {
+    if (auto e = parse_port(port_text, a.port)) return *e;
+  } else if (default_port) {
+    a.port = *default_port;
+  } else {
+    return err("missing port");
+  }
+  return a;
+}
+
+std::variant<Target, TargetError> parse_target(std::string_view method, std::string_view target) {
+  if (target.empty()) return err("empty request target");
+  for (char c : target) {
+    if (c <= ' ' || c >= 0x7f) return err("invalid character in request target");
+  }
+  Target t;
+  if (method == "CONNECT") {
+    auto a = parse_authority(target, std::nullopt);
+    if (auto* e = std::get_if<TargetError>(&a)) return std::move(*e);
+    t.form = TargetForm::authority;
+    t.authority = std::move(std::get<Authority>(a));
+    return t;
+  }
+  if (target == "*") {
+    if (method != "OPTIONS") return err("asterisk-form is only valid with OPTIONS");
+    t.form = TargetForm::asterisk;
+    return t;
+  }
+  if (target.find('#') != std::string_view::npos) return err("fragment not allowed in target");
+  if (target.front() == '/') {
+    t.form = TargetForm::origin;
+    t.path = std::string(target);
+    return t;
+  }
+  // absolute-form: scheme "://" authority path-abempty [ "?" query ]
+  std::size_t i = 0;
+  if (!is_alpha(target[0])) return err("invalid request target");
+  while (i < target.size() && (is_alpha(target[i]) || is_digit(target[i]) || target[i] == '+' ||
+                               target[i] == '-' || target[i] == '.')) {
+    ++i;
+  }
+  if (target.substr(i, 3) != "://") return err("invalid request target");
+  t.form = TargetForm::absolute;
+  t.scheme.resize(i);
+  for (std::size_t k = 0; k < i; ++k) t.scheme[k] = lower(target[k]);
+  const std::string_view rest = target.substr(i + 3);
+  const std::size_t end = rest.find_first_of("/?");
+  const std::string_view auth = rest.substr(0, end);
+  if (auth.empty()) return err("empty host");
+  auto a = parse_authority(auth, scheme_default_port(t.scheme));
+  if (auto* e = std::get_if<TargetError>(&a)) return std::move(*e);
+  t.authority = std::move(std::get<Authority>(a));
+  if (end == std::string_view::npos) {
+    t.path = "/";
+  } else if (rest[end] == '?') {
+    t.path = "/";
+    t.path += rest.substr(end);
+  } else {
+    t.path = std::string(rest.substr(end));
+  }
+  return t;
+}
+
+}  // namespace vibepit::proxy

@@ -12,7 +12,7 @@
 namespace vibepit::proxy {
 
 struct Authority {
-  std::string host;  // normalised name, or canonical IP text without brackets
+  std::string host;                  // normalised name, or canonical IP text without brackets
   std::optional<policy::IpAddr> ip;  // set when host is an IP literal
   std::uint16_t port = 0;
   std::string display() const;  // "host:port", with brackets around IPv6
@@ -32,7 +32,7 @@ enum class TargetForm { authority, absolute, origin, asterisk };
 
 struct Target {
   TargetForm form = TargetForm::origin;
-  std::string scheme;  // lower case, for absolute form ("http", "https", ...)
+  std::string scheme;   // lower case, for absolute form ("http", "https", ...)
   Authority authority;  // for authority and absolute form
   std::string path;     // for absolute form: path and query in origin form ("/" when empty)
 };
