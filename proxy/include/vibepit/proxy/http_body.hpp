@@ -18,7 +18,8 @@ struct Framing {
 };
 
 struct FramingError {
-  std::string what;  // e.g. "both Content-Length and Transfer-Encoding", "conflicting Content-Length"
+  // e.g. "both Content-Length and Transfer-Encoding", "conflicting Content-Length"
+  std::string what;
 };
 
 // Request framing. Refuses: Content-Length together with Transfer-Encoding, conflicting or
@@ -26,12 +27,16 @@ struct FramingError {
 // "chunked" (or that names chunked more than once), and Transfer-Encoding on HTTP/1.0.
 std::variant<Framing, FramingError> request_framing(const RequestHead& head);
 // Response framing, given the request method (HEAD) and the status (1xx, 204, 304).
+// Content-Length with Transfer-Encoding, or chunked twice or not last, is refused too.
 std::variant<Framing, FramingError> response_framing(const ResponseHead& head,
                                                      std::string_view request_method);
 
 // Incremental validator for a chunked body. Feed it bytes as they arrive; it says how many
 // of them belong to the body, so the raw bytes can be forwarded unchanged and the message
 // end is known. Chunk sizes are hex without overflow; extensions and trailers are bounded.
+// Every line inside the body must end in CRLF: the bytes go on to a next hop that may not
+// read a bare LF as we would. max_line bounds a size line or trailer line without its CRLF;
+// max_trailers bounds the whole trailer section including the final CRLF.
 class ChunkedDecoder {
  public:
   enum class Status { need_more, done, error };
@@ -44,7 +49,25 @@ class ChunkedDecoder {
   std::string_view error() const { return error_; }
 
  private:
-  enum class State { size, size_ext, size_lf, data, data_cr, data_lf, trailer, trailer_lf, done };
+  enum class State {
+    size,           // hex digits of the chunk size
+    size_ws,        // whitespace after the size; only a chunk extension may follow
+    size_ext,       // chunk extension, up to CR
+    size_lf,        // CR seen at the end of the size line
+    data,           // chunk data
+    data_cr,        // CR expected after the data
+    data_lf,        // LF expected after the data
+    trailer_start,  // start of a trailer line, or CR of the final CRLF
+    trailer_name,   // trailer field name
+    trailer_value,  // trailer field value, up to CR
+    trailer_lf,     // LF expected at the end of a trailer line
+    final_lf,       // LF of the final CRLF
+    done,
+    failed,
+  };
+  bool step(unsigned char c);  // one byte outside chunk data; false on error
+  bool fail(std::string_view why);
+
   State state_ = State::size;
   std::uint64_t remaining_ = 0;
   std::size_t size_digits_ = 0;
@@ -58,10 +81,13 @@ class ChunkedDecoder {
 // The head to send upstream for an absolute-form request: origin-form request line, the
 // client's headers minus hop-by-hop ones (Connection and the headers it lists,
 // Proxy-Connection, Proxy-Authorization, Keep-Alive, TE, Upgrade, Trailer), and the
-// given Host value.
+// given Host value as the first field. Content-Length and Transfer-Encoding always stay,
+// even when Connection names them, because the body is forwarded raw. origin_path and
+// host_header are copied as they are: pass values from parse_target / Authority::display().
 std::string rewrite_request_head(const RequestHead& head, std::string_view origin_path,
                                  std::string_view host_header);
-// The response head to send the client, with hop-by-hop headers removed.
+// The response head to send the client ("HTTP/1.1 <status> <reason>"), with hop-by-hop
+// headers removed (as above, plus Proxy-Authenticate); framing fields stay.
 std::string rewrite_response_head(const ResponseHead& head);
 
 // Whether the client asked to keep the connection open (version default and Connection).
