@@ -2,6 +2,9 @@
 // dialled, so anything a resolver or inet_aton could read two ways is refused here.
 #include "vibepit/proxy/authority.hpp"
 
+#include <string>
+#include <utility>
+
 namespace vibepit::proxy {
 namespace {
 
@@ -173,7 +176,8 @@ std::variant<Authority, TargetError> parse_authority(std::string_view text,
 std::variant<Target, TargetError> parse_target(std::string_view method, std::string_view target) {
   if (target.empty()) return err("empty request target");
   for (char c : target) {
-    if (c <= ' ' || c >= 0x7f) return err("invalid character in request target");
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= ' ' || u >= 0x7f) return err("invalid character in request target");
   }
   Target t;
   if (method == "CONNECT") {

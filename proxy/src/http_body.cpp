@@ -3,7 +3,8 @@
 // by the next hop (request smuggling) is refused rather than repaired.
 #include "vibepit/proxy/http_body.hpp"
 
-#include <array>
+#include <initializer_list>
+#include <string>
 
 namespace vibepit::proxy {
 namespace {
