@@ -1,1 +1,98 @@
-// placeholder: implemented in a following commit
+// Pure decisions over one snapshot. Hosts are validated here as well as normalised, so
+// that forms a resolver would read as an address ("127.1") never reach the name rules.
+#include "vibepit/policy/decision.hpp"
+
+#include "name_detail.hpp"
+
+namespace vibepit::policy {
+namespace {
+
+// Returns the host in normalised form, normalising into `storage` only when needed,
+// so the common (already normalised) case allocates nothing.
+std::string_view normalised(std::string_view host, std::string& storage) {
+  bool needs = !host.empty() && host.back() == '.';
+  for (char c : host) needs = needs || detail::is_ascii_upper(c);
+  if (!needs) return host;
+  storage = normalize_name(host);
+  return storage;
+}
+
+bool valid_name(std::string_view name) {
+  if (name.empty() || name.size() > detail::kMaxNameLength) return false;
+  return detail::check_name(name, nullptr) == detail::NameProblem::ok;
+}
+
+Decision deny(Reason reason) {
+  Decision d;
+  d.verdict = Verdict::deny;
+  d.reason = reason;
+  return d;
+}
+
+template <class Rule>
+Decision from_match(const Rule* rule) {
+  if (rule == nullptr) return deny(Reason::not_allowlisted);
+  Decision d;
+  d.verdict = Verdict::allow;
+  d.reason = Reason::allowlisted;
+  d.rule = rule->text;
+  return d;
+}
+
+}  // namespace
+
+std::string_view to_string(Verdict v) {
+  switch (v) {
+    case Verdict::allow:
+      return "allow";
+    case Verdict::deny:
+      return "deny";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(Reason r) {
+  switch (r) {
+    case Reason::allowlisted:
+      return "allowlisted";
+    case Reason::not_allowlisted:
+      return "not_allowlisted";
+    case Reason::blocked_address:
+      return "blocked_address";
+    case Reason::resolve_failed:
+      return "resolve_failed";
+    case Reason::invalid_target:
+      return "invalid_target";
+  }
+  return "unknown";
+}
+
+Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& snap) {
+  if (host.empty() || port == 0) return deny(Reason::invalid_target);
+  std::string_view literal = host;
+  if (literal.size() >= 2 && literal.front() == '[' && literal.back() == ']') {
+    literal = literal.substr(1, literal.size() - 2);  // tolerate "[2001:db8::1]"
+  }
+  if (auto ip = IpAddr::parse(literal)) {
+    Classification c = snap.classifier.classify(*ip);
+    if (c.blocked) {
+      Decision d = deny(Reason::blocked_address);
+      d.range = std::move(c.range);
+      return d;
+    }
+    return from_match(snap.http.match(ip->to_string(), port));
+  }
+  std::string storage;
+  std::string_view name = normalised(host, storage);
+  if (!valid_name(name)) return deny(Reason::invalid_target);
+  return from_match(snap.http.match(name, port));
+}
+
+Decision decide_dns(std::string_view qname, const Snapshot& snap) {
+  std::string storage;
+  std::string_view name = normalised(qname, storage);
+  if (!valid_name(name)) return deny(Reason::invalid_target);
+  return from_match(snap.dns.match(name));
+}
+
+}  // namespace vibepit::policy

@@ -1,1 +1,356 @@
-// placeholder: implemented in a following commit
+// The rule grammar. Every rejection names the entry and the rule it breaks, because these
+// messages are what a user sees when `vibepit allow-http` refuses an entry.
+#include "vibepit/policy/rules.hpp"
+
+#include <cstdio>
+
+#include "ip_detail.hpp"
+#include "name_detail.hpp"
+#include "vibepit/policy/classify.hpp"
+
+namespace vibepit::policy {
+namespace detail {
+
+namespace {
+
+bool is_numeric_label(std::string_view label) {
+  bool hex = label.size() >= 2 && label[0] == '0' && (label[1] == 'x' || label[1] == 'X');
+  for (std::size_t i = hex ? 2 : 0; i < label.size(); ++i) {
+    char c = label[i];
+    bool digit = c >= '0' && c <= '9';
+    bool hex_digit = (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    if (!digit && !(hex && hex_digit)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+NameProblem check_name(std::string_view name, char* bad) {
+  if (name.find('*') != std::string_view::npos) return NameProblem::star;
+  std::size_t start = 0;
+  std::string_view last;
+  while (true) {
+    std::size_t dot = name.find('.', start);
+    std::string_view label =
+        name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (label.empty()) return NameProblem::empty_label;
+    if (label.size() > kMaxLabelLength) return NameProblem::label_too_long;
+    for (char c : label) {
+      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '-' || c == '_';
+      if (!ok) {
+        if (bad != nullptr) *bad = c;
+        return NameProblem::bad_char;
+      }
+    }
+    if (label.front() == '-' || label.back() == '-') return NameProblem::hyphen;
+    last = label;
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  // A resolver would read "127.1" or "0x7f.0.0.1" as an address: such names are refused.
+  if (is_numeric_label(last)) {
+    std::array<std::uint8_t, 4> quad{};
+    return parse_dotted_quad(name, quad) ? NameProblem::dotted_quad : NameProblem::numeric;
+  }
+  return NameProblem::ok;
+}
+
+}  // namespace detail
+
+namespace {
+
+constexpr std::string_view kStarMsg = "'*' must be a whole label at the start (\"*.example.com\")";
+constexpr std::string_view kNotAddrOrName = "not a valid IP address or host name";
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (detail::is_ascii_upper(c)) c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+std::string printable(char c) {
+  auto u = static_cast<unsigned char>(c);
+  if (u >= 0x20 && u < 0x7f) return std::string(1, c);
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "\\x%02x", u);
+  return buf;
+}
+
+// Checks common to every list. Returns an error text, or empty when the entry may proceed.
+std::string check_entry(std::string_view entry) {
+  if (entry.empty()) return "empty entry";
+  for (char c : entry) {
+    if (is_space(c)) return "whitespace is not allowed";
+  }
+  return {};
+}
+
+// The outcome of parsing the domain part of an entry.
+struct DomainParse {
+  std::string error;  // set on failure
+  bool is_ip = false;
+  IpAddr ip;  // when is_ip: a strict dotted quad
+  DomainPattern pattern;
+};
+
+DomainParse parse_domain(std::string_view text) {
+  DomainParse out;
+  if (text.empty()) {
+    out.error = "empty domain";
+    return out;
+  }
+  for (char c : text) {
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      out.error = "non-ASCII name; IDNs must be given in punycode (\"xn--...\")";
+      return out;
+    }
+  }
+  if (text == "*") {
+    out.error = "a bare '*' would allow every name; use a domain such as \"*.example.com\"";
+    return out;
+  }
+  bool wildcard = text.size() >= 2 && text[0] == '*' && text[1] == '.';
+  std::string_view name = wildcard ? text.substr(2) : text;
+  if (!name.empty() && name.back() == '.') name.remove_suffix(1);  // one trailing dot
+  if (name.empty()) {
+    out.error = "empty label in domain";
+    return out;
+  }
+  if (name.size() + (wildcard ? 2 : 0) > detail::kMaxNameLength) {
+    out.error = "name longer than 253 octets";
+    return out;
+  }
+  char bad = 0;
+  switch (detail::check_name(name, &bad)) {
+    case detail::NameProblem::ok:
+      break;
+    case detail::NameProblem::empty_label:
+      out.error = "empty label in domain";
+      return out;
+    case detail::NameProblem::star:
+      out.error = kStarMsg;
+      return out;
+    case detail::NameProblem::label_too_long:
+      out.error = "label longer than 63 octets";
+      return out;
+    case detail::NameProblem::bad_char:
+      out.error = "invalid character '" + printable(bad) +
+                  "' in domain (letters, digits, '-' and '_' only)";
+      return out;
+    case detail::NameProblem::hyphen:
+      out.error = "a label may not start or end with '-'";
+      return out;
+    case detail::NameProblem::numeric:
+      out.error = kNotAddrOrName;
+      return out;
+    case detail::NameProblem::dotted_quad:
+      if (wildcard) {
+        out.error = kNotAddrOrName;
+        return out;
+      }
+      out.is_ip = true;
+      out.ip = *IpAddr::parse(name);
+      return out;
+  }
+  out.pattern.name = lower(name);
+  out.pattern.wildcard = wildcard;
+  return out;
+}
+
+// Validates a port glob and returns its canonical form (runs of '*' collapsed) in `glob`.
+std::string parse_port_glob(std::string_view text, std::string& glob) {
+  if (text.empty()) return "empty port";
+  std::string shown = "\"" + std::string(text) + "\"";
+  bool star = false;
+  for (char c : text) {
+    if ((c < '0' || c > '9') && c != '*') return "bad port " + shown + ": digits and '*' only";
+    if (c == '*') {
+      if (!glob.empty() && glob.back() == '*') continue;
+      star = true;
+    }
+    glob += c;
+  }
+  // Five digits plus a '*' between and around each is the longest glob worth writing.
+  if (glob.size() > 11) return "bad port " + shown + ": too long";
+  if (!star) {
+    if (glob.size() > 1 && glob[0] == '0') return "bad port " + shown + ": leading zero";
+    if (glob.size() > 5) return "port " + glob + " out of range (1-65535)";
+    unsigned value = 0;
+    for (char c : glob) value = value * 10 + static_cast<unsigned>(c - '0');
+    if (value == 0) return "port 0 is not allowed";
+    if (value > 65535) return "port " + glob + " out of range (1-65535)";
+    return {};
+  }
+  for (unsigned p = 1; p <= 65535; ++p) {
+    if (port_glob_matches(glob, static_cast<std::uint16_t>(p))) return {};
+  }
+  return "port glob " + shown + " matches no port in 1-65535";
+}
+
+std::string always_blocked_error(const IpAddr& ip) {
+  Classification c = classify_always_blocked(ip);
+  if (!c.blocked) return {};
+  std::string what = "address " + ip.to_string();
+  if (!c.embedded.empty()) what += " embeds " + c.embedded + ", which";
+  what += " is in the always-blocked range " + c.range + " (" + std::string(c.kind) + ")";
+  return what;
+}
+
+}  // namespace
+
+std::string RuleError::message() const {
+  std::string out = list + " entry \"";
+  for (char c : entry) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else {
+      out += printable(c);  // keep control bytes out of logs and terminals
+    }
+  }
+  out += "\": ";
+  out += what;
+  return out;
+}
+
+std::string DomainPattern::to_string() const {
+  return wildcard ? "*." + name : name;
+}
+
+std::string normalize_name(std::string_view name) {
+  if (!name.empty() && name.back() == '.') name.remove_suffix(1);
+  return lower(name);
+}
+
+std::variant<DnsRule, RuleError> parse_dns_rule(std::string_view entry) {
+  auto fail = [&](std::string what) {
+    return RuleError{"allow-dns", std::string(entry), std::move(what)};
+  };
+  if (auto e = check_entry(entry); !e.empty()) return fail(std::move(e));
+  DomainParse d = parse_domain(entry);
+  if (!d.error.empty()) return fail(std::move(d.error));
+  if (d.is_ip) return fail("an IP address is not a DNS name");
+  DnsRule rule;
+  rule.text = d.pattern.to_string();
+  rule.domain = std::move(d.pattern);
+  return rule;
+}
+
+std::variant<HttpRule, RuleError> parse_http_rule(std::string_view entry) {
+  auto fail = [&](std::string what) {
+    return RuleError{"allow-http", std::string(entry), std::move(what)};
+  };
+  if (auto e = check_entry(entry); !e.empty()) return fail(std::move(e));
+  HttpRule rule;
+  std::string_view port;
+  if (entry.front() == '[') {
+    auto close = entry.find(']');
+    if (close == std::string_view::npos) return fail("missing ']' after IPv6 address");
+    auto ip = IpAddr::parse(entry.substr(1, close - 1));
+    if (!ip || !ip->v6) return fail("not a valid IPv6 address in brackets");
+    std::string_view rest = entry.substr(close + 1);
+    if (rest.empty()) return fail("missing port (expected [IPV6]:PORT)");
+    if (rest.front() != ':') return fail("expected ':PORT' after ']'");
+    port = rest.substr(1);
+    rule.kind = HttpRule::Kind::ip;
+    rule.ip = *ip;
+  } else {
+    auto colon = entry.rfind(':');
+    if (colon == std::string_view::npos) return fail("missing port (expected DOMAIN:PORT)");
+    std::string_view host = entry.substr(0, colon);
+    if (host.find(':') != std::string_view::npos) {
+      auto v6 = IpAddr::parse(host);
+      if ((v6 && v6->v6) || IpAddr::parse(entry)) {
+        return fail("an IPv6 address must be in brackets, e.g. \"[2001:db8::1]:443\"");
+      }
+      return fail(std::string(kNotAddrOrName));
+    }
+    DomainParse d = parse_domain(host);
+    if (!d.error.empty()) return fail(std::move(d.error));
+    if (d.is_ip) {
+      rule.kind = HttpRule::Kind::ip;
+      rule.ip = d.ip;
+    } else {
+      rule.domain = std::move(d.pattern);
+    }
+    port = entry.substr(colon + 1);
+  }
+  if (auto e = parse_port_glob(port, rule.port_glob); !e.empty()) return fail(std::move(e));
+  if (rule.kind == HttpRule::Kind::ip) {
+    if (auto e = always_blocked_error(rule.ip); !e.empty()) return fail(std::move(e));
+    rule.text = rule.ip.v6 ? "[" + rule.ip.to_string() + "]" : rule.ip.to_string();
+  } else {
+    rule.text = rule.domain.to_string();
+  }
+  rule.text += ':';
+  rule.text += rule.port_glob;
+  return rule;
+}
+
+std::variant<Cidr, RuleError> parse_block_cidr(std::string_view entry) {
+  auto fail = [&](std::string what) {
+    return RuleError{"block-cidr", std::string(entry), std::move(what)};
+  };
+  if (auto e = check_entry(entry); !e.empty()) return fail(std::move(e));
+  Cidr cidr;
+  auto slash = entry.find('/');
+  switch (detail::parse_cidr(entry, cidr)) {
+    case detail::CidrParse::ok:
+      return cidr;
+    case detail::CidrParse::missing_slash:
+      return fail("missing prefix length (expected ADDRESS/PREFIX, e.g. \"203.0.113.0/24\")");
+    case detail::CidrParse::bad_address:
+      return fail("\"" + std::string(entry.substr(0, slash)) + "\" is not a valid IP address");
+    case detail::CidrParse::bad_prefix:
+      return fail("bad prefix length \"" + std::string(entry.substr(slash + 1)) + "\"");
+    case detail::CidrParse::prefix_range:
+      return fail("prefix length " + std::to_string(cidr.prefix) + " out of range for " +
+                  (cidr.base.v6 ? "IPv6 (0-128)" : "IPv4 (0-32)"));
+    case detail::CidrParse::host_bits:
+      return fail("host bits set; did you mean \"" +
+                  detail::truncate(cidr.base, cidr.prefix).to_string() + "\"?");
+  }
+  return fail("invalid range");
+}
+
+bool port_glob_matches(std::string_view glob, std::uint16_t port) {
+  if (glob.size() == 1 && glob[0] == '*') return true;
+  char buf[5];
+  int n = 0;
+  char rev[5];
+  unsigned p = port;
+  do {
+    rev[n++] = static_cast<char>('0' + p % 10);
+    p /= 10;
+  } while (p != 0);
+  for (int i = 0; i < n; ++i) buf[i] = rev[n - 1 - i];
+  std::string_view text(buf, static_cast<std::size_t>(n));
+  // Iterative glob match: on a mismatch, let the last '*' swallow one more digit.
+  std::size_t g = 0, t = 0, star = std::string_view::npos, resume = 0;
+  while (t < text.size()) {
+    if (g < glob.size() && glob[g] == '*') {
+      star = g++;
+      resume = t;
+    } else if (g < glob.size() && glob[g] == text[t]) {
+      ++g;
+      ++t;
+    } else if (star != std::string_view::npos) {
+      g = star + 1;
+      t = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (g < glob.size() && glob[g] == '*') ++g;
+  return g == glob.size();
+}
+
+}  // namespace vibepit::policy

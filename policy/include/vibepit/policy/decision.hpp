@@ -12,11 +12,11 @@ namespace vibepit::policy {
 enum class Verdict { allow, deny };
 
 enum class Reason {
-  allowlisted,       // matched an allow rule
-  not_allowlisted,   // no rule matched
-  blocked_address,   // a literal or every resolved address was in a blocked range
-  resolve_failed,    // the name could not be resolved
-  invalid_target,    // the target could not be parsed
+  allowlisted,      // matched an allow rule
+  not_allowlisted,  // no rule matched
+  blocked_address,  // a literal or every resolved address was in a blocked range
+  resolve_failed,   // the name could not be resolved
+  invalid_target,   // the target could not be parsed
 };
 
 std::string_view to_string(Verdict v);

@@ -1,7 +1,9 @@
 #pragma once
 // Rule matching whose cost does not grow with the number of rules: a hash of exact names
 // plus a hash of wildcard suffixes, walked label by label from the query name.
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -10,6 +12,18 @@
 #include "vibepit/policy/rules.hpp"
 
 namespace vibepit::policy {
+
+namespace detail {
+// Lets the maps be probed with a string_view, so a lookup never builds a std::string.
+struct NameHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept {
+    return std::hash<std::string_view>{}(s);
+  }
+};
+template <class V>
+using NameMap = std::unordered_map<std::string, V, NameHash, std::equal_to<>>;
+}  // namespace detail
 
 class DnsMatcher {
  public:
@@ -20,8 +34,12 @@ class DnsMatcher {
   std::size_t size() const { return count_; }
 
  private:
-  std::unordered_map<std::string, DnsRule> exact_;
-  std::unordered_map<std::string, DnsRule> suffix_;  // key: the suffix after "*."
+  struct Entry {
+    DnsRule rule;
+    std::size_t seq;  // insertion order: among several wildcards, the first added wins
+  };
+  detail::NameMap<Entry> exact_;
+  detail::NameMap<Entry> suffix_;  // key: the suffix after "*."
   std::size_t count_ = 0;
 };
 
@@ -34,8 +52,14 @@ class HttpMatcher {
 
  private:
   // Several port globs may share one name, so each key holds a short list.
-  std::unordered_map<std::string, std::vector<HttpRule>> exact_;
-  std::unordered_map<std::string, std::vector<HttpRule>> suffix_;
+  struct Entry {
+    HttpRule rule;
+    std::size_t seq;  // insertion order: among several matches, the first added wins
+  };
+  static bool add_to(detail::NameMap<std::vector<Entry>>& map, std::string key, HttpRule rule,
+                     std::size_t seq);
+  detail::NameMap<std::vector<Entry>> exact_;   // names and canonical IP text
+  detail::NameMap<std::vector<Entry>> suffix_;  // key: the suffix after "*."
   std::size_t count_ = 0;
 };
 
