@@ -1,1 +1,152 @@
-// placeholder: implemented in a following commit
+// Snapshot compilation and the RCU-style store.
+//
+// Why the per-thread cache: the obvious lock-free read, std::atomic_load on a shared_ptr
+// (or std::atomic<std::shared_ptr>), increments one reference count that every reader on
+// every core shares. Under load that single cache line bounces between cores on each
+// request. Instead each thread keeps its own holder object that owns a reference to the
+// published snapshot, and current() returns an aliasing shared_ptr that counts references
+// on the holder's control block. That count is only ever touched by this thread (unless
+// the caller hands the pointer elsewhere), so the hot path is one acquire load of the
+// generation plus an uncontended increment. Only when the generation moved does the
+// thread take write_mu_ to copy latest_, which happens once per thread per publish.
+#include "vibepit/policy/snapshot.hpp"
+
+#include <stdexcept>
+#include <unordered_set>
+
+namespace vibepit::policy {
+namespace {
+
+std::atomic<std::uint64_t> g_next_store_id{1};
+
+// Owns one reference to a published snapshot on behalf of one thread.
+struct Holder {
+  std::shared_ptr<const Snapshot> snap;
+};
+
+struct CacheEntry {
+  std::uint64_t store_id;    // unique per store, never an address that could be reused
+  std::uint64_t generation;  // the generation `holder` was taken at
+  std::weak_ptr<const char> alive;
+  std::shared_ptr<const Holder> holder;
+};
+
+// Stores a thread reads from. Entries of destroyed stores are swept on the next miss,
+// and the list is capped, so a thread that outlives many stores holds little.
+thread_local std::vector<CacheEntry> t_cache;
+constexpr std::size_t kMaxCacheEntries = 16;
+
+std::shared_ptr<const Snapshot> alias(const std::shared_ptr<const Holder>& holder) {
+  return std::shared_ptr<const Snapshot>(holder, holder->snap.get());
+}
+
+}  // namespace
+
+std::variant<std::shared_ptr<Snapshot>, std::vector<RuleError>> compile_mutable(
+    const RuleSet& rules, std::uint64_t generation) {
+  auto snap = std::make_shared<Snapshot>();
+  snap->generation = generation;
+  std::vector<RuleError> errors;
+  for (const auto& entry : rules.allow_http) {
+    auto parsed = parse_http_rule(entry);
+    if (auto* err = std::get_if<RuleError>(&parsed)) {
+      errors.push_back(std::move(*err));
+      continue;
+    }
+    auto& rule = std::get<HttpRule>(parsed);
+    std::string text = rule.text;
+    if (snap->http.add(std::move(rule))) snap->rules.allow_http.push_back(std::move(text));
+  }
+  for (const auto& entry : rules.allow_dns) {
+    auto parsed = parse_dns_rule(entry);
+    if (auto* err = std::get_if<RuleError>(&parsed)) {
+      errors.push_back(std::move(*err));
+      continue;
+    }
+    auto& rule = std::get<DnsRule>(parsed);
+    std::string text = rule.text;
+    if (snap->dns.add(std::move(rule))) snap->rules.allow_dns.push_back(std::move(text));
+  }
+  std::vector<Cidr> blocked;
+  std::unordered_set<std::string> seen;
+  for (const auto& entry : rules.block_cidr) {
+    auto parsed = parse_block_cidr(entry);
+    if (auto* err = std::get_if<RuleError>(&parsed)) {
+      errors.push_back(std::move(*err));
+      continue;
+    }
+    const Cidr& cidr = std::get<Cidr>(parsed);
+    std::string text = cidr.to_string();
+    if (seen.insert(text).second) {
+      snap->rules.block_cidr.push_back(std::move(text));
+      blocked.push_back(cidr);
+    }
+  }
+  if (!errors.empty()) return errors;
+  snap->classifier = Classifier(std::move(blocked));
+  return snap;
+}
+
+std::variant<std::shared_ptr<const Snapshot>, std::vector<RuleError>> compile(
+    const RuleSet& rules, std::uint64_t generation) {
+  auto result = compile_mutable(rules, generation);
+  if (auto* errors = std::get_if<std::vector<RuleError>>(&result)) return std::move(*errors);
+  return std::shared_ptr<const Snapshot>(std::get<std::shared_ptr<Snapshot>>(std::move(result)));
+}
+
+SnapshotStore::SnapshotStore(std::shared_ptr<const Snapshot> initial)
+    : latest_(initial ? std::move(initial) : std::make_shared<const Snapshot>()),
+      id_(g_next_store_id.fetch_add(1, std::memory_order_relaxed)),
+      alive_(std::make_shared<const char>('\0')) {
+  generation_.store(latest_->generation, std::memory_order_release);
+}
+
+std::uint64_t SnapshotStore::publish(std::shared_ptr<Snapshot> next) {
+  if (!next) throw std::invalid_argument("SnapshotStore::publish: null snapshot");
+  std::shared_ptr<const Snapshot> previous;  // released after the lock, outside the writer path
+  std::lock_guard<std::mutex> lock(write_mu_);
+  // Writers are serialised by write_mu_, so a relaxed read of our own last store suffices.
+  const std::uint64_t gen = generation_.load(std::memory_order_relaxed) + 1;
+  next->generation = gen;
+  previous = std::move(latest_);
+  latest_ = std::move(next);
+  // Readers that see the new generation take write_mu_ before touching latest_, so the
+  // release here only orders the generation itself; latest_ is protected by the mutex.
+  generation_.store(gen, std::memory_order_release);
+  return gen;
+}
+
+std::shared_ptr<const Snapshot> SnapshotStore::current() const {
+  const std::uint64_t gen = generation_.load(std::memory_order_acquire);
+  std::vector<CacheEntry>& cache = t_cache;
+  CacheEntry* entry = nullptr;
+  for (auto& e : cache) {
+    if (e.store_id == id_) {
+      entry = &e;
+      break;
+    }
+  }
+  if (entry != nullptr && entry->generation == gen) return alias(entry->holder);  // fast path
+
+  // Slow path: first use on this thread, or a publish happened since the last read.
+  std::shared_ptr<const Snapshot> snap;
+  std::uint64_t snap_gen = 0;
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    snap = latest_;
+    snap_gen = generation_.load(std::memory_order_relaxed);  // consistent with latest_
+  }
+  auto holder = std::make_shared<const Holder>(Holder{std::move(snap)});
+  if (entry == nullptr) {
+    std::erase_if(cache, [](const CacheEntry& e) { return e.alive.expired(); });
+    if (cache.size() >= kMaxCacheEntries) cache.erase(cache.begin());
+    cache.push_back(CacheEntry{id_, snap_gen, alive_, holder});
+  } else {
+    // Readers still holding the previous holder keep the previous snapshot alive.
+    entry->generation = snap_gen;
+    entry->holder = holder;
+  }
+  return alias(holder);
+}
+
+}  // namespace vibepit::policy

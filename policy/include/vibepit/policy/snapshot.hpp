@@ -34,13 +34,21 @@ struct Snapshot {
 // Compile and validate a whole rule set. Any invalid entry fails the whole set.
 std::variant<std::shared_ptr<const Snapshot>, std::vector<RuleError>> compile(
     const RuleSet& rules, std::uint64_t generation);
+// The same, but the snapshot stays mutable so that SnapshotStore::publish() can stamp its
+// generation: `store.publish(std::get<0>(compile_mutable(rules)))`.
+std::variant<std::shared_ptr<Snapshot>, std::vector<RuleError>> compile_mutable(
+    const RuleSet& rules, std::uint64_t generation = 0);
 
 class SnapshotStore {
  public:
+  // A null `initial` stands for an empty snapshot (default deny) at generation 0.
   explicit SnapshotStore(std::shared_ptr<const Snapshot> initial);
+  SnapshotStore(const SnapshotStore&) = delete;
+  SnapshotStore& operator=(const SnapshotStore&) = delete;
 
   // Publish atomically; the store sets the generation to the previous one + 1.
   // Writers are serialised among themselves; readers are never blocked.
+  // `next` must not be shared with anyone yet; null throws std::invalid_argument.
   std::uint64_t publish(std::shared_ptr<Snapshot> next);
 
   // The current snapshot for this thread. The returned pointer keeps the snapshot alive;
@@ -53,7 +61,9 @@ class SnapshotStore {
   mutable std::mutex write_mu_;  // writers and the slow refresh path only
   std::shared_ptr<const Snapshot> latest_;
   std::atomic<std::uint64_t> generation_{0};
-  std::uint64_t id_;  // distinguishes stores in the per-thread cache
+  std::uint64_t id_;  // distinguishes stores in the per-thread cache; never reused
+  // Expires with the store, so that per-thread caches can drop entries of dead stores.
+  std::shared_ptr<const char> alive_;
 };
 
 }  // namespace vibepit::policy
