@@ -66,6 +66,19 @@ class TopologyCase(unittest.TestCase):
     def tearDownClass(cls):
         cls.topo.close()
 
+    def setUp(self):
+        # A class-wide proxy that died in an earlier test (already reported
+        # there) is restarted, so one crash does not fail every later test.
+        cls = type(self)
+        if cls.proxy is not None and not cls.proxy.alive():
+            cls.proxy = cls.make_proxy(**cls.proxy_config)
+
+    def tearDown(self):
+        p = type(self).proxy
+        if p is not None and p.proc is not None and p.exited_within(0.03):
+            status = p.proc.returncode
+            self.fail("vibepit-proxy died during this test (status %s)%s" % (status, p.diag()))
+
     @classmethod
     def make_proxy(cls, **overrides):
         return Proxy(cls.topo, BIN_DIR, **overrides).start()

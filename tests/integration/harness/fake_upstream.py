@@ -10,7 +10,8 @@ On every address it listens on every listed port:
   (Content-Length framed) that echoes the method, request target, version,
   Host, all received headers in order, the decoded body length and sha256,
   and the local/peer addresses. Chunked request bodies are decoded.
-  Paths: /status/NNN answers with that status; /close adds Connection: close.
+  Paths: /status/NNN answers with that status (204 and 304 without a body);
+  /close adds Connection: close. HEAD gets the head only.
 - echo: a TCP echo; on EOF from the peer it half-closes back.
 - bulk: integrity check for tunnels. The client sends a 28-byte header
   b"VPB1" + u64 n_down + u64 n_up + u64 seed (all big-endian). The server
@@ -202,10 +203,12 @@ def handle_http(conn, local, peer):
             "body_length": length[0], "body_sha256": digest.hexdigest(),
             "local": local, "peer": peer, "request_on_conn": served,
         }, indent=1).encode() + b"\n"
-        resp = ("HTTP/1.1 %d Fake\r\nContent-Type: application/json\r\n"
-                "X-Upstream: %s\r\nContent-Length: %d\r\nConnection: %s\r\n\r\n"
-                % (status, local, len(body), "close" if close else "keep-alive")).encode()
-        conn.sendall(resp + (b"" if method == "HEAD" else body))
+        bodyless = status in (204, 304)
+        resp = ("HTTP/1.1 %d Fake\r\nContent-Type: application/json\r\nX-Upstream: %s\r\n%s"
+                "Connection: %s\r\n\r\n"
+                % (status, local, "" if bodyless else "Content-Length: %d\r\n" % len(body),
+                   "close" if close else "keep-alive")).encode()
+        conn.sendall(resp + (b"" if method == "HEAD" or bodyless else body))
         if close:
             return
 

@@ -24,6 +24,7 @@ import ctypes
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -62,6 +63,7 @@ def clean_env():
 
 def _die_with_parent():
     _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))   # a crash must not drop core files in the tree
 
 
 def _ip(*args, check=True):
@@ -247,6 +249,7 @@ class Topology:
             f = open(path, "ab")
             stdout = f if stdout is None else stdout
             stderr = f if stderr is None else stderr
+        kw.setdefault("cwd", self.tmp)
         p = subprocess.Popen(["ip", "netns", "exec", ns] + list(argv), stdout=stdout, stderr=stderr,
                              stdin=subprocess.DEVNULL, env=kw.pop("env", clean_env()),
                              preexec_fn=_die_with_parent, **kw)
@@ -274,7 +277,7 @@ class Topology:
     def run(self, ns, argv, timeout=20, input=None):
         """Run argv inside ns to completion; returns CompletedProcess (bytes)."""
         return subprocess.run(["ip", "netns", "exec", ns] + list(argv), capture_output=True,
-                              timeout=timeout, env=clean_env(), input=input,
+                              timeout=timeout, env=clean_env(), input=input, cwd=self.tmp,
                               preexec_fn=_die_with_parent)
 
     def read_log(self, name):

@@ -97,6 +97,14 @@ class Proxy:
             return None
         return self.topo.stop_process(self.proc, sig=sig, timeout=timeout)
 
+    def exited_within(self, seconds):
+        """True if the process is gone now or within `seconds` (a crash just after a reply)."""
+        try:
+            self.proc.wait(seconds)
+            return True
+        except Exception:
+            return False
+
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 

@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Bounds and deadlines: head size, slow heads, idle tunnels, many clients,
+shutdown on SIGTERM, and configuration errors (exit status 2)."""
+
+import json
+import signal
+import time
+
+from harness import base
+from harness.client import Closed, RawConn
+from harness.proxy import Proxy
+
+RULES = ["allowed.test:443", "allowed.test:80"]
+
+
+class HeadLimitsTest(base.TopologyCase):
+    proxy_config = {"allow_http": RULES, "max_request_head": 4096, "header_timeout_ms": 1000,
+                    "idle_timeout_ms": 1000}
+
+    def expect_timeout_answer(self, c, started, limit):
+        """The proxy answers 408 or just closes, and does so before `limit` seconds."""
+        try:
+            c.sock.settimeout(limit + 2)
+            resp = c.read_response("CONNECT")
+            self.assertEqual(resp.status, 408, resp)
+        except Closed:
+            pass
+        took = time.monotonic() - started
+        self.assertLess(took, limit, "header-timeout-ms is 1000%s" % self.diag())
+        self.assertGreater(took, 0.5, "closed long before the header timeout")
+
+    def test_oversized_head_431(self):
+        for method, target in (("GET", "http://allowed.test/"), ("CONNECT", "allowed.test:443")):
+            with self.subTest(method=method):
+                c = self.raw()
+                try:
+                    c.send("%s %s HTTP/1.1\r\nHost: allowed.test\r\nX-Big: %s\r\n\r\n"
+                           % (method, target, "a" * 8000))
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                try:
+                    resp = c.read_response(method)
+                except Closed:
+                    self.fail("closed without 431%s" % self.diag())
+                self.assertStatus(resp, 431)
+        c = self.raw()     # a long request line counts too
+        try:
+            c.send("GET http://allowed.test/%s HTTP/1.1\r\nHost: allowed.test\r\n\r\n" % ("p" * 8000))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        try:
+            resp = c.read_response("GET")
+            self.assertIn(resp.status, (414, 431, 400), resp)
+        except Closed:
+            self.fail("closed without an answer%s" % self.diag())
+        # a head just under the limit still works
+        resp = self.raw().request("GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nX-Pad: %s\r\n\r\n"
+                                  % ("b" * 3000))
+        self.assertStatus(resp, 200)
+
+    def test_silent_client_times_out(self):
+        c = self.raw(timeout=6)
+        t0 = time.monotonic()
+        self.expect_timeout_answer(c, t0, 3.0)
+
+    def test_partial_head_times_out(self):
+        c = self.raw(timeout=6)
+        t0 = time.monotonic()
+        c.send("CONNECT allowed.test:443 HTTP/1.1\r\n")
+        self.expect_timeout_answer(c, t0, 3.0)
+
+    def test_trickled_head_times_out(self):
+        """Slowloris: a byte every 100 ms must not extend the header deadline."""
+        c = self.raw(timeout=6)
+        t0 = time.monotonic()
+        line = b"GET http://allowed.test/ HTTP/1.1\r\n" + b"X-Slow: " + b"s" * 200
+        closed = False
+        for i in range(len(line)):
+            if time.monotonic() - t0 > 4.0:
+                break
+            try:
+                c.send(line[i:i + 1])
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            time.sleep(0.1)
+        took = time.monotonic() - t0
+        if not closed:
+            closed = c.closed_by_peer(0.5)
+            took = time.monotonic() - t0
+        self.assertTrue(closed, "proxy still reading a trickled head after %.1fs%s" % (took, self.diag()))
+        self.assertLess(took, 3.5, "header deadline must cover the whole head%s" % self.diag())
+
+    def test_stalled_clients_do_not_block_others(self):
+        stalled = [self.raw() for _ in range(30)]
+        for i, c in enumerate(stalled):
+            c.send("CONNECT allowed.test:443 HTTP/1.1\r\n" if i % 2 else "G")
+        t0 = time.monotonic()
+        for _ in range(5):
+            r = self.curl("http://allowed.test/", timeout=5)
+            self.assertEqual(r.http_code, 200, r)
+        self.assertLess(time.monotonic() - t0, 3.0)
+
+    def test_idle_tunnel_closed(self):
+        c, resp = self.tunnel("allowed.test:443", timeout=6)
+        self.assertStatus(resp, 200)
+        c.send(b"hi")
+        self.assertEqual(c.recv_exact(2), b"hi")
+        t0 = time.monotonic()
+        self.assertTrue(c.closed_by_peer(4.0), "idle tunnel not closed%s" % self.diag())
+        self.assertLess(time.monotonic() - t0, 3.5)
+
+    def test_busy_tunnel_not_closed_by_idle_timeout(self):
+        c, resp = self.tunnel("allowed.test:443", timeout=6)
+        self.assertStatus(resp, 200)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 2.5:       # idle-timeout-ms is 1000
+            c.send(b"tick")
+            self.assertEqual(c.recv_exact(4), b"tick")
+            time.sleep(0.3)
+
+
+class MaxConnectionsTest(base.TopologyCase):
+
+    def test_over_the_limit_then_recovers(self):
+        p = self.start_proxy(allow_http=RULES, max_connections=8, header_timeout_ms=5000)
+        conns = []
+        try:
+            for _ in range(12):
+                c = RawConn(self.topo, p.port)
+                conns.append(c)
+            time.sleep(0.3)
+            self.assertTrue(p.alive())
+        finally:
+            for c in conns:
+                c.close()
+        deadline = time.monotonic() + 3
+        while True:
+            r = self.curl("http://allowed.test/", proxy=p, timeout=3)
+            if r.http_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(r.http_code, 200, "slots not released after clients left: %r%s" % (r, p.diag()))
+
+
+class ShutdownTest(base.TopologyCase):
+
+    def test_sigterm_idle(self):
+        p = self.start_proxy(allow_http=RULES, drain_timeout_ms=2000)
+        p.proc.send_signal(signal.SIGTERM)
+        status, took = p.wait_exit(4.0)
+        self.assertEqual(status, 0, p.diag())
+        self.assertLess(took, 3.0)
+
+    def test_sigterm_with_open_tunnel_exits_within_drain(self):
+        p = self.start_proxy(allow_http=RULES, drain_timeout_ms=1500, idle_timeout_ms=60000)
+        c, resp = self.tunnel("allowed.test:443", proxy=p)
+        self.assertStatus(resp, 200, p)
+        k = self.raw(proxy=p)                        # an idle keep-alive client connection too
+        self.assertStatus(k.request("GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n"), 200, p)
+        p.proc.send_signal(signal.SIGTERM)
+        status, took = p.wait_exit(5.0)
+        self.assertEqual(status, 0, p.diag())
+        self.assertLess(took, 1.5 + 1.5, "drain-timeout-ms is 1500")
+
+
+class ConfigErrorTest(base.TopologyCase):
+
+    def run_config(self, raw, timeout=5.0):
+        p = Proxy(self.topo, base.BIN_DIR)
+        proc = p.spawn(raw_config=raw)
+        try:
+            proc.wait(timeout)
+        except Exception:
+            p.stop(signal.SIGKILL)
+            self.fail("proxy kept running with config %s" % raw)
+        return proc.returncode, p.stderr()
+
+    def with_key(self, **kv):
+        p = Proxy(self.topo, base.BIN_DIR, allow_http=RULES)
+        cfg = dict(p.config)
+        for k, v in kv.items():
+            cfg[k.replace("_", "-")] = v
+        return json.dumps(cfg)
+
+    def test_invalid_values_name_the_key(self):
+        cases = [  # (key, bad value)
+            ("allow-http", ["*:443"]),                 # bare *
+            ("allow-http", ["allowed.test"]),          # no port
+            ("allow-http", ["a*b.test:443"]),          # * inside a label
+            ("allow-http", ["bad..test:443"]),         # empty label
+            ("allow-http", ["10.0.0.1:443"]),          # literal in an always-blocked range
+            ("allow-http", "allowed.test:443"),        # not a list
+            ("allow-dns", ["*"]),
+            ("proxy-listen", ["nope"]),
+            ("proxy-listen", "127.0.0.1:0"),
+            ("upstream-dns", ["not-an-address"]),
+            ("splice", "maybe"),
+            ("threads", -1),
+            ("connect-timeout-ms", "soon"),
+            ("header-timeout-ms", -5),
+            ("max-request-head", "big"),
+            ("block-cidr", ["10.0.0.0/33"]),
+        ]
+        for key, value in cases:
+            with self.subTest(key=key, value=value):
+                status, err = self.run_config(self.with_key(**{key: value}))
+                self.assertEqual(status, 2, err)
+                self.assertIn(key, err)
+
+    def test_unknown_key(self):
+        status, err = self.run_config(self.with_key(**{"alow-http": ["allowed.test:443"]}))
+        self.assertEqual(status, 2, err)
+        self.assertIn("alow-http", err)
+
+    def test_malformed_json_and_missing_file(self):
+        status, err = self.run_config('{"allow-http": [')
+        self.assertEqual(status, 2, err)
+        p = Proxy(self.topo, base.BIN_DIR)
+        proc = self.topo.popen(self.topo.px, [p.binary, "--config", "/nonexistent/vibepit.json"],
+                               log="missing-config")
+        proc.wait(5)
+        self.assertEqual(proc.returncode, 2, self.topo.read_log("missing-config"))
+
+
+if __name__ == "__main__":
+    base.main()
