@@ -46,7 +46,14 @@ Resolver::Resolver(asio::io_context& io, const std::vector<Endpoint>& servers,
   opts.ndomains = 0;
   opts.domains = nullptr;
   mask |= ARES_OPT_DOMAINS;
-  // Servers are set explicitly below; give c-ares a placeholder so it reads no resolv.conf.
+  // Every name is asked as given (ndots 0), including single-label names.
+  opts.ndots = 0;
+  mask |= ARES_OPT_NDOTS;
+  opts.sortlist = nullptr;
+  opts.nsort = 0;
+  mask |= ARES_OPT_SORTLIST;
+  // Every option resolv.conf could supply is set here, so c-ares does not read it; the
+  // servers are replaced with upstream-dns (with ports) right after.
   in_addr none{};
   opts.servers = &none;
   opts.nservers = 1;

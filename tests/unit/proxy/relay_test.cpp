@@ -1,0 +1,111 @@
+// The relay between two real loopback TCP connections, with splice and with copies.
+#include "vibepit/proxy/relay.hpp"
+
+#include <gtest/gtest.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/connect.hpp>
+#include <asio/detached.hpp>
+#include <asio/read.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/write.hpp>
+#include <thread>
+
+namespace vibepit::proxy {
+namespace {
+
+using asio::ip::tcp;
+
+// A connected pair of sockets on 127.0.0.1.
+std::pair<tcp::socket, tcp::socket> socket_pair(asio::io_context& io) {
+  tcp::acceptor acc(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  tcp::socket a(io), b(io);
+  a.connect(acc.local_endpoint());
+  acc.accept(b);
+  return {std::move(a), std::move(b)};
+}
+
+std::string pattern(std::size_t n, unsigned seed) {
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + seed) & 0xff);
+  return s;
+}
+
+class Relay : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Relay, CarriesBothDirectionsIntactAndPropagatesHalfClose) {
+  asio::io_context io;
+  auto [client_app, client_side] = socket_pair(io);   // app <-> proxy's client socket
+  auto [upstream_side, server_app] = socket_pair(io);  // proxy's upstream socket <-> server
+
+  const auto up = pattern(3 * 1024 * 1024 + 17, 1);
+  const auto down = pattern(2 * 1024 * 1024 + 5, 2);
+  RelayStats stats;
+  int activity = 0;
+  bool relay_done = false;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        co_await relay(client_side, upstream_side, GetParam(), [&] { ++activity; }, stats);
+        relay_done = true;
+      },
+      asio::detached);
+  std::thread io_thread([&] { io.run_for(std::chrono::seconds(30)); });
+
+  // Each app writes everything, then half-closes, then reads until EOF.
+  std::string got_up, got_down;
+  std::thread server([&] {
+    asio::error_code ec;
+    asio::write(server_app, asio::buffer(down), ec);
+    server_app.shutdown(tcp::socket::shutdown_send, ec);
+    asio::read(server_app, asio::dynamic_buffer(got_up), ec);
+  });
+  asio::error_code ec;
+  asio::write(client_app, asio::buffer(up), ec);
+  client_app.shutdown(tcp::socket::shutdown_send, ec);
+  asio::read(client_app, asio::dynamic_buffer(got_down), ec);
+  EXPECT_EQ(ec, asio::error::eof);  // the server's FIN reached the client
+  server.join();
+  io_thread.join();
+
+  EXPECT_TRUE(relay_done);
+  EXPECT_EQ(got_up.size(), up.size());
+  EXPECT_TRUE(got_up == up);
+  EXPECT_TRUE(got_down == down);
+  EXPECT_EQ(stats.up, up.size());
+  EXPECT_EQ(stats.down, down.size());
+  EXPECT_EQ(stats.spliced, GetParam());
+  EXPECT_GT(activity, 0);
+}
+
+TEST_P(Relay, ResetOnOneSideClosesTheOther) {
+  asio::io_context io;
+  auto [client_app, client_side] = socket_pair(io);
+  auto [upstream_side, server_app] = socket_pair(io);
+  RelayStats stats;
+  bool relay_done = false;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        co_await relay(client_side, upstream_side, GetParam(), [] {}, stats);
+        relay_done = true;
+      },
+      asio::detached);
+  std::thread io_thread([&] { io.run_for(std::chrono::seconds(10)); });
+  // An abortive close (RST) of the server side.
+  server_app.set_option(asio::socket_base::linger(true, 0));
+  server_app.close();
+  std::string rest;
+  asio::error_code ec;
+  asio::read(client_app, asio::dynamic_buffer(rest), ec);
+  EXPECT_TRUE(ec) << "client side must see the tunnel end";
+  client_app.close();
+  io_thread.join();
+  EXPECT_TRUE(relay_done);
+}
+
+INSTANTIATE_TEST_SUITE_P(SpliceAndCopy, Relay, ::testing::Values(true, false),
+                         [](const auto& p) { return p.param ? "splice" : "copy"; });
+
+}  // namespace
+}  // namespace vibepit::proxy

@@ -1,0 +1,149 @@
+// The c-ares resolver against a scripted DNS server on 127.0.0.1.
+#include "vibepit/proxy/resolver.hpp"
+
+#include <gtest/gtest.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/ip/udp.hpp>
+#include <asio/use_awaitable.hpp>
+#include <atomic>
+#include <thread>
+
+namespace vibepit::proxy {
+namespace {
+
+using asio::ip::udp;
+
+// Answers A queries for "a.test" with 198.51.100.7 and 203.0.113.9, NXDOMAIN otherwise.
+// With `silent`, it counts queries but never answers.
+class FakeDns {
+ public:
+  explicit FakeDns(bool silent) : sock_(io_, udp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
+                                  silent_(silent) {
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FakeDns() {
+    stop_ = true;
+    asio::error_code ec;
+    sock_.send_to(asio::buffer("x", 1), sock_.local_endpoint(), 0, ec);  // wake the receive
+    thread_.join();
+  }
+  std::uint16_t port() const { return sock_.local_endpoint().port(); }
+  int queries() const { return queries_.load(); }
+
+ private:
+  void serve() {
+    std::array<unsigned char, 512> buf{};
+    while (!stop_) {
+      udp::endpoint from;
+      asio::error_code ec;
+      auto n = sock_.receive_from(asio::buffer(buf), from, 0, ec);
+      if (ec || stop_ || n < 12) continue;
+      ++queries_;
+      if (silent_) continue;
+      // Question name starts at 12; find its end.
+      std::size_t i = 12;
+      std::string name;
+      while (i < n && buf[i] != 0) {
+        auto len = buf[i];
+        if (!name.empty()) name += '.';
+        name.append(reinterpret_cast<char*>(&buf[i + 1]), len);
+        i += len + 1;
+      }
+      std::size_t qend = i + 5;  // zero label + qtype + qclass
+      if (qend > n) continue;
+      unsigned qtype = buf[i + 1] << 8 | buf[i + 2];
+      std::vector<unsigned char> out(buf.begin(), buf.begin() + static_cast<long>(qend));
+      out[2] = 0x84;  // QR, AA
+      out[3] = 0x00;
+      out[4] = 0, out[5] = 1;  // QDCOUNT
+      out[6] = 0, out[7] = 0;
+      out[8] = out[9] = out[10] = out[11] = 0;
+      if (name != "a.test") {
+        out[3] = 3;  // NXDOMAIN
+      } else if (qtype == 1) {
+        out[7] = 2;
+        for (auto ip : {std::array<unsigned char, 4>{198, 51, 100, 7}, {203, 0, 113, 9}}) {
+          unsigned char rr[] = {0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4};
+          out.insert(out.end(), rr, rr + sizeof rr);
+          out.insert(out.end(), ip.begin(), ip.end());
+        }
+      }
+      sock_.send_to(asio::buffer(out), from, 0, ec);
+    }
+  }
+
+  asio::io_context io_;
+  udp::socket sock_;
+  bool silent_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> queries_{0};
+  std::thread thread_;
+};
+
+ResolveResult resolve(std::uint16_t port, const std::string& name,
+                      std::chrono::milliseconds timeout = std::chrono::milliseconds(900)) {
+  resolver_library_init();
+  asio::io_context io;
+  Endpoint server{*policy::IpAddr::parse("127.0.0.1"), port};
+  Resolver r(io, {server}, timeout);
+  ResolveResult out;
+  bool done = false;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        out = co_await r.async_resolve(name, asio::use_awaitable);
+        done = true;
+      },
+      asio::detached);
+  io.run_for(std::chrono::seconds(10));
+  EXPECT_TRUE(done) << "resolution never completed";
+  return out;
+}
+
+TEST(Resolver, ReturnsEveryAddressInOrder) {
+  FakeDns dns(false);
+  auto r = resolve(dns.port(), "a.test");
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(r.addrs.size(), 2u);
+  EXPECT_EQ(r.addrs[0].to_string(), "198.51.100.7");
+  EXPECT_EQ(r.addrs[1].to_string(), "203.0.113.9");
+}
+
+TEST(Resolver, NxdomainIsAFailureWithAReason) {
+  FakeDns dns(false);
+  auto r = resolve(dns.port(), "nope.test");
+  EXPECT_FALSE(r.ok);
+  EXPECT_FALSE(r.error.empty());
+  EXPECT_TRUE(r.addrs.empty());
+}
+
+TEST(Resolver, SilentServerTimesOutWithinTheBudget) {
+  FakeDns dns(true);
+  auto start = std::chrono::steady_clock::now();
+  auto r = resolve(dns.port(), "a.test", std::chrono::milliseconds(600));
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_FALSE(r.ok);
+  EXPECT_GE(dns.queries(), 1);
+  EXPECT_LT(took, std::chrono::seconds(3));  // bounded by resolve-timeout, not hanging
+}
+
+TEST(Resolver, NeverAnswersFromEtcHosts) {
+  // "localhost" is in /etc/hosts; the fake server says NXDOMAIN, so no address may come back.
+  FakeDns dns(false);
+  auto r = resolve(dns.port(), "localhost");
+  EXPECT_FALSE(r.ok) << r.error;
+  EXPECT_TRUE(r.addrs.empty());
+}
+
+TEST(Resolver, SingleLabelNamesAreAskedAsGiven) {
+  // No search domains and ndots 0: "intranet" is sent as is, never with a host suffix.
+  FakeDns dns(false);
+  auto r = resolve(dns.port(), "intranet");
+  EXPECT_FALSE(r.ok);
+  EXPECT_GE(dns.queries(), 1);
+}
+
+}  // namespace
+}  // namespace vibepit::proxy
