@@ -110,7 +110,7 @@ Config parse_config(std::string_view json_text) {
   json root;
   try {
     root = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for huge numbers
     throw ConfigError("", std::string("not valid JSON: ") + e.what());
   }
   if (!root.is_object()) throw ConfigError("", "the configuration must be a JSON object");

@@ -67,6 +67,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // not JSON at all
         BadConfig{"{", "", "not valid JSON"},
+        // a number too large for a double is a JSON error, not a crash (found by fuzz_config)
+        BadConfig{"{" BASE R"(, "threads": 1e99999})", "", "not valid JSON"},
         // top level must be an object
         BadConfig{"[]", "", "must be a JSON object"},
         // typo in a key is caught, not ignored
