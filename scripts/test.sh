@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Set-up command (2): install, build, and run the whole test suite: unit and integration
+# tests on the release build, again under ASan+UBSan and under TSan, then every libFuzzer
+# target for a short run. Integration tests need root (network namespaces).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh || exit 1
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "test: integration tests create network namespaces; run as root (sudo $0)" >&2
+  exit 1
+fi
+
+passed=0
+failed=0
+status=0
+summary=()
+
+run_ctest() {  # name, build dir, extra ctest args...
+  local name="$1" dir="$2"
+  shift 2
+  local log="$dir/ctest-$name.log"
+  ctest --test-dir "$dir" --output-on-failure --timeout 900 "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local line
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
+  local total fail
+  total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+  fail=$(sed -E 's/.* ([0-9]+) tests? failed.*/\1/' <<<"$line")
+  if [ -z "$line" ] || [ "${total:-0}" -eq 0 ]; then
+    echo "test: $name ran no tests" >&2
+    failed=$((failed + 1))
+    status=1
+    summary+=("$name: no tests ran")
+    return
+  fi
+  passed=$((passed + total - fail))
+  failed=$((failed + fail))
+  [ "$rc" -eq 0 ] || status=1
+  summary+=("$name: $((total - fail)) passed, $fail failed")
+}
+
+build_or_fail() {
+  if ! scripts/build.sh "$1"; then
+    echo "test: build of preset $1 failed" >&2
+    summary+=("$1: BUILD FAILED")
+    failed=$((failed + 1))
+    status=1
+    return 1
+  fi
+}
+
+if build_or_fail release; then run_ctest release build -LE fuzz; fi
+if build_or_fail asan; then
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_ctest asan build-asan -LE fuzz
+fi
+if build_or_fail tsan; then
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest tsan build-tsan -LE fuzz
+fi
+if build_or_fail fuzz; then run_ctest fuzz build-fuzz -L fuzz; fi
+
+echo
+echo "== test summary =="
+for s in "${summary[@]}"; do echo "  $s"; done
+echo "all: $passed passed, $failed failed"
+exit "$status"
