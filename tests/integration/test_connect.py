@@ -124,6 +124,17 @@ class ConnectTest(base.TopologyCase):
             ("169.254.169.254:80", "169.254.0.0/16"),
             ("[::1]:443", "::1/128"),
             ("[::ffff:10.0.0.1]:443", "10.0.0.0/8"),   # IPv4-mapped: judged by the IPv4 address
+            ("172.16.0.1:443", "172.16.0.0/12"),
+            ("192.168.1.1:443", "192.168.0.0/16"),
+            ("0.0.0.0:443", "0.0.0.0/8"),
+            ("100.64.0.1:443", "100.64.0.0/10"),       # shared address space (CGNAT)
+            ("[fe80::1]:443", "fe80::/10"),
+            ("[fd12::1]:443", "fc00::/7"),
+            ("[::]:443", "::/128"),
+            ("[::ffff:127.0.0.1]:80", "127.0.0.0/8"),  # mapped loopback
+            ("[::127.0.0.1]:80", "127.0.0.0/8"),       # IPv4-compatible
+            ("[64:ff9b::10.0.0.1]:443", "10.0.0.0/8"), # NAT64 well-known prefix
+            ("[2002:a00:1::1]:443", "10.0.0.0/8"),     # 6to4 embeds 10.0.0.1
         ]
         for target, cidr in cases:
             with self.subTest(target=target):
@@ -132,7 +143,8 @@ class ConnectTest(base.TopologyCase):
 
     def test_ambiguous_ipv4_forms_are_invalid(self):
         before = self.topo.dns_count()
-        for target in ("2130706433:80", "0x7f.1:80", "017700000001:80", "127.1:80"):
+        for target in ("2130706433:80", "0x7f.1:80", "017700000001:80", "127.1:80",
+                       "[fe80::1%25eth0]:443"):   # and no zone ids
             with self.subTest(target=target):
                 c, resp = self.tunnel(target)
                 self.assertStatus(resp, 400)

@@ -152,6 +152,17 @@ class ForwardTest(base.TopologyCase):
         self.assertStatus(resp, 400)
         self.assertIn("CONNECT", resp.text)
 
+    def test_userinfo_and_missing_host(self):
+        cases = [  # (request, why)
+            (get("http://user@allowed.test/", "allowed.test"), "userinfo"),
+            (get("http://allowed.test@other.test/", "other.test"), "userinfo that looks like a host"),
+            ("GET http://allowed.test/ HTTP/1.1\r\n\r\n", "HTTP/1.1 without Host"),
+            (get("http://allowed.test/", "allowed.test:8080"), "Host port differs"),
+        ]
+        for req, why in cases:
+            with self.subTest(why=why):
+                self.assertStatus(self.raw().request(req), 400)
+
     def test_origin_form(self):
         resp = self.raw().request(get("/", "allowed.test"))
         self.assertStatus(resp, 400)
@@ -177,6 +188,29 @@ class ForwardTest(base.TopologyCase):
         self.assertEqual(d[-1]["verdict"], "allow")
         self.assertEqual(str(d[-1]["port"]), "80")
         self.assertEqual(d[-1]["rule"], "allowed.test:80")
+
+
+class BadUpstreamTest(base.TopologyCase):
+    """The upstream misbehaves: the client gets a 502 (or sees the cut), never a hang."""
+    proxy_config = {"allow_http": RULES}
+
+    def test_invalid_responses_502(self):
+        for name in ("cl-te", "two-cl", "garbage", "nothing", "huge-head"):
+            with self.subTest(name=name):
+                resp = self.raw().request(get("http://allowed.test/raw/" + name, "allowed.test"))
+                self.assertStatus(resp, 502)
+        self.assertTrue(self.proxy.alive())
+
+    def test_body_until_close(self):
+        c = self.raw()
+        resp = c.request(get("http://allowed.test/raw/until-close", "allowed.test"))
+        self.assertStatus(resp, 200)
+        self.assertEqual(resp.body, b"body until close")
+
+    def test_truncated_body_is_cut_not_completed(self):
+        c = self.raw(timeout=3)
+        with self.assertRaises(Closed):    # 9 of 100 bytes, then the connection ends
+            c.request(get("http://allowed.test/raw/short-body", "allowed.test"))
 
 
 class SmugglingTest(base.TopologyCase):

@@ -4,10 +4,11 @@ shutdown on SIGTERM, and configuration errors (exit status 2)."""
 
 import json
 import signal
+import threading
 import time
 
 from harness import base
-from harness.client import Closed, RawConn
+from harness.client import Closed, RawConn, connect_tunnel
 from harness.proxy import Proxy
 
 RULES = ["allowed.test:443", "allowed.test:80"]
@@ -118,6 +119,40 @@ class HeadLimitsTest(base.TopologyCase):
             c.send(b"tick")
             self.assertEqual(c.recv_exact(4), b"tick")
             time.sleep(0.3)
+
+
+class ConcurrencyTest(base.TopologyCase):
+    proxy_config = {"allow_http": RULES}
+
+    def test_100_concurrent_tunnels(self):
+        """100 clients at once, each CONNECT + 20 KB echo; all succeed within a few seconds."""
+        n, errors, done = 100, [], []
+        payload = bytes(range(256)) * 80
+
+        def one(i):
+            try:
+                c, resp = connect_tunnel(self.topo, self.proxy.port, "allowed.test:443", timeout=10)
+                try:
+                    if resp.status != 200:
+                        raise AssertionError(resp)
+                    c.send(payload)
+                    if c.recv_exact(len(payload)) != payload:
+                        raise AssertionError("echo mismatch")
+                    done.append(i)
+                finally:
+                    c.close()
+            except Exception as e:   # collected and reported below
+                errors.append("%d: %r" % (i, e))
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        self.assertEqual(errors, [], self.diag())
+        self.assertEqual(len(done), n)
+        self.assertLess(time.monotonic() - t0, 10.0)
+        self.assertTrue(self.proxy.alive())
 
 
 class MaxConnectionsTest(base.TopologyCase):

@@ -7,7 +7,8 @@ import time
 from harness import base
 
 REBIND = ["rebind-private.test", "rebind-loopback.test", "rebind-v6.test", "mapped.test",
-          "linklocal.test", "rebind-mixed.test", "flip.test"]
+          "linklocal.test", "rebind-mixed.test", "flip.test", "rebind-cgnat.test", "rebind-zero.test",
+          "rebind-ula.test", "rebind-nat64.test", "rebind-6to4.test"]
 
 
 class RebindingTest(base.TopologyCase):
@@ -20,6 +21,11 @@ class RebindingTest(base.TopologyCase):
             ("rebind-v6.test", "::1/128"),
             ("mapped.test", "10.0.0.0/8"),          # ::ffff:10.0.0.1 judged as 10.0.0.1
             ("linklocal.test", "169.254.0.0/16"),
+            ("rebind-cgnat.test", "100.64.0.0/10"),
+            ("rebind-zero.test", "0.0.0.0/8"),
+            ("rebind-ula.test", "fc00::/7"),
+            ("rebind-nat64.test", "10.0.0.0/8"),    # 64:ff9b::a00:1
+            ("rebind-6to4.test", "10.0.0.0/8"),     # 2002:a00:1::1
         ]
         for name, cidr in cases:
             for via in ("connect", "get"):

@@ -57,6 +57,26 @@ class TunnelMixin:
         c.sock.shutdown(socket.SHUT_WR)      # echo half-closes back on our EOF
         self.assertEqual(c.read_to_eof(timeout=5), b"", self.diag())
 
+    def test_splice_switch_is_wired(self):
+        """splice=auto relays through pipes (socket -> pipe -> socket); splice=off never makes one."""
+        def pipes():
+            fd_dir = "/proc/%d/fd" % self.proxy.proc.pid
+            n = 0
+            for f in os.listdir(fd_dir):
+                try:
+                    n += os.readlink(os.path.join(fd_dir, f)).startswith("pipe:")
+                except OSError:
+                    pass
+            return n
+        c, resp = self.tunnel("allowed.test:443")
+        self.assertStatus(resp, 200)
+        c.send(b"s" * 100000)
+        self.assertEqual(len(c.recv_exact(100000)), 100000)
+        if self.splice == "off":
+            self.assertEqual(pipes(), 0, "splice=off but the proxy holds pipes")
+        else:
+            self.assertGreater(pipes(), 0, "splice=auto but no pipe is open during a tunnel")
+
     def test_parallel_tunnels(self):
         results, errors = [], []
 

@@ -55,6 +55,7 @@ class TopologyCase(unittest.TestCase):
         cls.topo = netns.Topology(ipv6=cls.ipv6)
         cls.topo.start()
         cls.proxy = None
+        cls.late_crashes, cls.last_test = [], None
         try:
             if cls.proxy_config is not None:
                 cls.proxy = cls.make_proxy(**cls.proxy_config)
@@ -65,18 +66,27 @@ class TopologyCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.topo.close()
+        if cls.late_crashes:
+            raise AssertionError("vibepit-proxy died between tests: %s" % "; ".join(cls.late_crashes))
 
     def setUp(self):
-        # A class-wide proxy that died in an earlier test (already reported
-        # there) is restarted, so one crash does not fail every later test.
+        # A class-wide proxy that died after an earlier test finished is
+        # reported at class teardown and restarted, so one crash does not fail
+        # every later test.
         cls = type(self)
         if cls.proxy is not None and not cls.proxy.alive():
+            cls.late_crashes.append("status %s after %s%s" % (cls.proxy.proc.returncode, cls.last_test,
+                                                               cls.proxy.diag()))
             cls.proxy = cls.make_proxy(**cls.proxy_config)
 
     def tearDown(self):
-        p = type(self).proxy
-        if p is not None and p.proc is not None and p.exited_within(0.03):
+        cls = type(self)
+        cls.last_test = self.id()
+        p = cls.proxy
+        # A short wait catches a crash that follows the reply this test read.
+        if p is not None and p.proc is not None and p.exited_within(0.05):
             status = p.proc.returncode
+            cls.proxy = cls.make_proxy(**cls.proxy_config)
             self.fail("vibepit-proxy died during this test (status %s)%s" % (status, p.diag()))
 
     @classmethod

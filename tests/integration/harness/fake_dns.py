@@ -44,6 +44,11 @@ ZONE = {
     "rebind-v6.test": {AAAA: ["::1"]},
     "mapped.test": {AAAA: ["::ffff:10.0.0.1"]},
     "linklocal.test": {A: ["169.254.169.254"]},
+    "rebind-cgnat.test": {A: ["100.64.0.1"]},
+    "rebind-zero.test": {A: ["0.0.0.0"]},
+    "rebind-ula.test": {AAAA: ["fd00::1"]},
+    "rebind-nat64.test": {AAAA: ["64:ff9b::a00:1"]},     # embeds 10.0.0.1
+    "rebind-6to4.test": {AAAA: ["2002:a00:1::1"]},       # embeds 10.0.0.1
     "v6.test": {AAAA: ["2001:db8::10"]},
     "dual.test": {A: ["198.51.100.10"], AAAA: ["2001:db8::10"]},
     "dead.test": {A: ["198.51.100.19"]},

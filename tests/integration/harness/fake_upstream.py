@@ -11,7 +11,8 @@ On every address it listens on every listed port:
   Host, all received headers in order, the decoded body length and sha256,
   and the local/peer addresses. Chunked request bodies are decoded.
   Paths: /status/NNN answers with that status (204 and 304 without a body);
-  /close adds Connection: close. HEAD gets the head only.
+  /close adds Connection: close. HEAD gets the head only. /raw/NAME sends
+  one of RAW_RESPONSES (broken or unusual framing) and closes.
 - echo: a TCP echo; on EOF from the peer it half-closes back.
 - bulk: integrity check for tunnels. The client sends a 28-byte header
   b"VPB1" + u64 n_down + u64 n_up + u64 seed (all big-endian). The server
@@ -157,6 +158,18 @@ def read_body(reader, headers, sink):
         reader.exact(int(cl[0]), sink)
 
 
+# Misbehaving upstream answers, by name (GET /raw/NAME): each is followed by a close.
+RAW_RESPONSES = {
+    "cl-te": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    "two-cl": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc",
+    "garbage": b"NOT-HTTP garbage\r\n\r\n",
+    "nothing": b"",
+    "huge-head": b"HTTP/1.1 200 OK\r\nX-Big: " + b"h" * 200000 + b"\r\nContent-Length: 0\r\n\r\n",
+    "until-close": b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nbody until close",
+    "short-body": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly-part",
+}
+
+
 def handle_http(conn, local, peer):
     reader = Reader(conn)
     served = 0
@@ -187,6 +200,11 @@ def handle_http(conn, local, peer):
         except (EOFError, OSError):
             return
         served += 1
+        if target.startswith("/raw/"):
+            raw = RAW_RESPONSES.get(target[5:])
+            if raw:
+                conn.sendall(raw)
+            return                      # then close: the tests look at how the proxy copes
         conn_hdr = [v.lower() for k, v in headers if k.lower() == "connection"]
         close = (version == "HTTP/1.0" and "keep-alive" not in conn_hdr) or "close" in conn_hdr \
             or target.endswith("/close")
