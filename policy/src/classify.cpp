@@ -168,6 +168,9 @@ Classification Classifier::classify_impl(const IpAddr& addr, bool always_only) c
     return out;
   }
   for (const auto& r : kV6) {
+    // The first byte rejects most rows before the full prefix compare.
+    auto first_mask = static_cast<std::uint8_t>(r.prefix >= 8 ? 0xff : 0xff << (8 - r.prefix));
+    if ((addr.bytes[0] & first_mask) != r.base[0]) continue;
     if ((r.always || !always_only) &&
         detail::prefix_equal(addr.bytes.data(), r.base.data(), r.prefix)) {
       out.blocked = true;

@@ -69,6 +69,38 @@ TEST(DnsMatcherTest, FirstAddedWildcardWinsWhicheverIsMoreSpecific) {
   EXPECT_EQ(m.match("a.c.wild.test")->text, "*.wild.test");
 }
 
+TEST(DnsMatcherTest, WildcardsOfDifferentDepths) {
+  // The walk skips suffixes outside the label counts of the wildcard keys; every depth in
+  // between must still be probed.
+  const DnsMatcher m = dns_matcher({"*.a.b.c.test", "*.test", "*.m.test", "exact.x.y.z.test"});
+  struct Case {
+    std::string_view name;
+    std::string_view rule;  // empty: no match
+  } cases[] = {
+      {"x.a.b.c.test", "*.a.b.c.test"},          // deepest key (4 labels)
+      {"q.x.a.b.c.test", "*.a.b.c.test"},        // below the deepest key
+      {"y.test", "*.test"},                      // shallowest key (1 label)
+      {"x.y.z.w.v.test", "*.test"},              // deeper than any key, shallow key matches
+      {"a.b.c.test", "*.test"},                  // the apex of the deep key, via the shallow one
+      {"n.m.test", "*.test"},                    // both match: the first added wins
+      {"exact.x.y.z.test", "exact.x.y.z.test"},  // exact, also under *.test: exact wins
+      {"test", ""},                              // the apex of *.test
+  };
+  for (const auto& c : cases) {
+    const DnsRule* r = m.match(c.name);
+    if (c.rule.empty()) {
+      EXPECT_EQ(r, nullptr) << c.name;
+    } else {
+      ASSERT_NE(r, nullptr) << c.name;
+      EXPECT_EQ(r->text, c.rule) << c.name;
+    }
+  }
+  const DnsMatcher only_deep = dns_matcher({"*.a.b.c.test"});
+  EXPECT_EQ(only_deep.match("b.c.test"), nullptr);    // shallower than the window
+  EXPECT_EQ(only_deep.match("z.b.c.test"), nullptr);  // same depth as the key's apex
+  EXPECT_NE(only_deep.match("z.y.x.a.b.c.test"), nullptr);
+}
+
 TEST(HttpMatcherTest, Matches) {
   const HttpMatcher m = http_matcher({
       "example.com:443",

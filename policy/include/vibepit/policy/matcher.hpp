@@ -23,6 +23,12 @@ struct NameHash {
 };
 template <class V>
 using NameMap = std::unordered_map<std::string, V, NameHash, std::equal_to<>>;
+// The fewest and most labels of any wildcard suffix: the walk probes only suffixes whose
+// label count lies in between, which usually means one or two probes per query.
+struct LabelWindow {
+  std::size_t min = static_cast<std::size_t>(-1);
+  std::size_t max = 0;
+};
 }  // namespace detail
 
 class DnsMatcher {
@@ -40,6 +46,7 @@ class DnsMatcher {
   };
   detail::NameMap<Entry> exact_;
   detail::NameMap<Entry> suffix_;  // key: the suffix after "*."
+  detail::LabelWindow window_;     // label counts of the suffix keys
   std::size_t count_ = 0;
 };
 
@@ -60,6 +67,7 @@ class HttpMatcher {
                      std::size_t seq);
   detail::NameMap<std::vector<Entry>> exact_;   // names and canonical IP text
   detail::NameMap<std::vector<Entry>> suffix_;  // key: the suffix after "*."
+  detail::LabelWindow window_;                  // label counts of the suffix keys
   std::size_t count_ = 0;
 };
 
