@@ -1,0 +1,176 @@
+// `connect-rate`: short tunnels. Each of C slots loops: connect, CONNECT, wait for the 200,
+// optionally one byte through an echo server and back, close. Latency per tunnel.
+#include "modes.hpp"
+#include "tunnel.hpp"
+
+#include <atomic>
+
+namespace vibepit::bench {
+
+namespace {
+
+struct RateOptions {
+  ClientFlags client;
+  std::string target;
+  unsigned concurrency = 32;
+  double duration_s = 10;
+  std::uint64_t max = 1'000'000;
+  std::string payload = "echo";
+  bool linger0 = false;
+};
+
+struct Lane {
+  Samples total;  // connect to the echoed byte (or to the 200 without payload)
+  Samples setup;  // connect to the proxy's 200 (or to the TCP connect when direct)
+  Errors errors;
+  std::uint64_t completed = 0;
+};
+
+struct Shared {
+  Route route;
+  Clock::time_point end;
+  Clock::duration timeout;
+  std::uint64_t max = 0;
+  bool echo = true;
+  bool linger0 = false;
+  std::atomic<std::uint64_t> issued{0};
+};
+
+// A short pause after a failure keeps a refused port from turning into a busy loop.
+asio::awaitable<void> back_off(Worker& w) {
+  asio::steady_timer t(w.ioc(), std::chrono::milliseconds(1));
+  asio::error_code ec;
+  co_await t.async_wait(with_ec(ec));
+}
+
+asio::awaitable<void> slot(Worker& w, Lane& lane, Shared& sh) {
+  char buf[kMaxConnectAnswer];
+  while (!w.stopping()) {
+    auto t0 = Clock::now();
+    if (t0 >= sh.end || sh.issued.fetch_add(1, std::memory_order_relaxed) >= sh.max) break;
+    Conn c(w);
+    std::size_t extra = 0;
+    auto st = co_await open_tunnel(c, sh.route, sh.timeout, std::span<char>(buf), extra);
+    if (st != OpenStatus::ok) {
+      if (!w.stopping()) count_open_error(lane.errors, st);
+      co_await back_off(w);
+      continue;
+    }
+    auto t1 = Clock::now();
+    if (sh.echo) {
+      if (extra != 0) {  // an echo server speaks only when spoken to
+        ++lane.errors.protocol;
+        continue;
+      }
+      asio::error_code ec;
+      c.arm(t1, sh.timeout);
+      buf[0] = 'x';
+      co_await asio::async_write(c.socket(), asio::buffer(buf, 1), with_ec(ec));
+      if (!ec) co_await asio::async_read(c.socket(), asio::buffer(buf, 1), with_ec(ec));
+      c.disarm();
+      if (ec) {
+        if (c.timed_out())
+          ++lane.errors.timeout;
+        else if (!w.stopping())
+          ++lane.errors.io;
+        continue;
+      }
+    }
+    auto t2 = Clock::now();
+    lane.setup.add(t1 - t0);
+    lane.total.add(t2 - t0);
+    ++lane.completed;
+    if (sh.linger0) {
+      asio::error_code ignored;
+      c.socket().set_option(asio::socket_base::linger(true, 0), ignored);
+    }
+  }
+}
+
+ModeResult run_rate(const RateOptions& o) {
+  auto duration = seconds_flag(o.duration_s, "--duration");
+  Shared sh;
+  sh.timeout = seconds_flag(o.client.timeout_s, "--timeout");
+  auto proxy = parse_proxy(o.client.proxy);
+  sh.route = make_route(proxy, parse_host_port(o.target));
+  sh.max = o.max;
+  sh.echo = o.payload == "echo";
+  sh.linger0 = o.linger0;
+  auto nofile = raise_nofile_limit();
+  if (o.concurrency + 64 > nofile)
+    throw ConfigError("--concurrency exceeds the fd limit " + std::to_string(nofile));
+
+  Workers ws = make_workers(o.client.threads);
+  std::vector<Lane> lanes(ws.size());
+  for (auto& lane : lanes) {
+    lane.total.reserve(reserve_hint(o.max, ws.size()));
+    lane.setup.reserve(reserve_hint(o.max, ws.size()));
+  }
+  auto start = Clock::now();
+  sh.end = start + duration;
+  for (unsigned i = 0; i < o.concurrency; ++i) {
+    auto& w = *ws[i % ws.size()];
+    w.spawn(slot(w, lanes[w.index()], sh));
+  }
+  for (auto& w : ws) w->set_hard_stop(sh.end + sh.timeout + std::chrono::seconds(1));
+  run_workers(ws, sh.end + sh.timeout + std::chrono::seconds(2));
+  double elapsed = seconds_between(start, Clock::now());
+
+  Lane all;
+  for (auto& lane : lanes) {
+    all.total.merge(lane.total);
+    all.setup.merge(lane.setup);
+    all.errors.merge(lane.errors);
+    all.completed += lane.completed;
+  }
+  nlohmann::ordered_json j;
+  j["mode"] = "connect-rate";
+  j["parameters"] = {{"proxy", o.client.proxy},
+                     {"target", o.target},
+                     {"concurrency", o.concurrency},
+                     {"duration_s", o.duration_s},
+                     {"max", o.max},
+                     {"payload", o.payload},
+                     {"linger0", o.linger0},
+                     {"threads", o.client.threads},
+                     {"timeout_s", o.client.timeout_s}};
+  j["results"] = {{"elapsed_s", elapsed},
+                  {"tunnels", all.completed},
+                  {"tunnels_per_s", static_cast<double>(all.completed) / elapsed},
+                  {"latency_us", all.total.summary()},
+                  {"setup_latency_us", all.setup.summary()},
+                  {"stopped_by_signal", stop_requested()}};
+  j["errors"] = all.errors.to_json();
+  j["cpu"] = cpu_usage();
+  return {j, all.completed > 0};
+}
+
+}  // namespace
+
+void add_connect_rate(CLI::App& app, Runner& runner) {
+  auto o = std::make_shared<RateOptions>();
+  auto* cmd = app.add_subcommand(
+      "connect-rate",
+      "Short tunnels in C parallel slots: connect, CONNECT, wait for 200, then (payload echo) "
+      "one byte to an echo server and back, close. Reports tunnels/s and latency percentiles "
+      "from the start of the TCP connect.");
+  add_client_flags(*cmd, o->client);
+  cmd->add_option("--target", o->target, "Target HOST:PORT (a serve --kind echo)")->required();
+  cmd->add_option("--concurrency", o->concurrency, "Tunnels in flight")
+      ->check(CLI::Range(1u, 100000u))
+      ->capture_default_str();
+  cmd->add_option("--duration", o->duration_s, "Seconds to run")->capture_default_str();
+  cmd->add_option("--max", o->max, "Stop after this many tunnels (bounds the sample memory)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{100'000'000}))
+      ->capture_default_str();
+  cmd->add_option("--payload", o->payload,
+                  "echo: 1 byte round trip through the tunnel; none: stop at the 200 "
+                  "(direct: at the TCP connect)")
+      ->check(CLI::IsMember({"echo", "none"}))
+      ->capture_default_str();
+  cmd->add_flag("--linger0", o->linger0,
+                "Close with RST (SO_LINGER 0) so the client leaves no TIME_WAIT behind");
+  cmd->callback([o, &runner] { runner = [o] { return run_rate(*o); }; });
+}
+
+}  // namespace vibepit::bench
