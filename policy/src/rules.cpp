@@ -84,6 +84,22 @@ std::string printable(char c) {
   return buf;
 }
 
+// `text` in double quotes, with quotes, backslashes and control bytes escaped, so that
+// entries from config or the control API cannot inject anything into logs or terminals.
+std::string quote(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else {
+      out += printable(c);
+    }
+  }
+  out += '"';
+  return out;
+}
+
 // Checks common to every list. Returns an error text, or empty when the entry may proceed.
 std::string check_entry(std::string_view entry) {
   if (entry.empty()) return "empty entry";
@@ -168,7 +184,7 @@ DomainParse parse_domain(std::string_view text) {
 // Validates a port glob and returns its canonical form (runs of '*' collapsed) in `glob`.
 std::string parse_port_glob(std::string_view text, std::string& glob) {
   if (text.empty()) return "empty port";
-  std::string shown = "\"" + std::string(text) + "\"";
+  std::string shown = quote(text);
   bool star = false;
   for (char c : text) {
     if ((c < '0' || c > '9') && c != '*') return "bad port " + shown + ": digits and '*' only";
@@ -178,8 +194,6 @@ std::string parse_port_glob(std::string_view text, std::string& glob) {
     }
     glob += c;
   }
-  // Five digits plus a '*' between and around each is the longest glob worth writing.
-  if (glob.size() > 11) return "bad port " + shown + ": too long";
   if (!star) {
     if (glob.size() > 1 && glob[0] == '0') return "bad port " + shown + ": leading zero";
     if (glob.size() > 5) return "port " + glob + " out of range (1-65535)";
@@ -189,6 +203,8 @@ std::string parse_port_glob(std::string_view text, std::string& glob) {
     if (value > 65535) return "port " + glob + " out of range (1-65535)";
     return {};
   }
+  // Five digits plus a '*' between and around each is the longest glob worth writing.
+  if (glob.size() > 11) return "bad port " + shown + ": too long";
   for (unsigned p = 1; p <= 65535; ++p) {
     if (port_glob_matches(glob, static_cast<std::uint16_t>(p))) return {};
   }
@@ -207,18 +223,7 @@ std::string always_blocked_error(const IpAddr& ip) {
 }  // namespace
 
 std::string RuleError::message() const {
-  std::string out = list + " entry \"";
-  for (char c : entry) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else {
-      out += printable(c);  // keep control bytes out of logs and terminals
-    }
-  }
-  out += "\": ";
-  out += what;
-  return out;
+  return list + " entry " + quote(entry) + ": " + what;
 }
 
 std::string DomainPattern::to_string() const {
@@ -308,9 +313,9 @@ std::variant<Cidr, RuleError> parse_block_cidr(std::string_view entry) {
     case detail::CidrParse::missing_slash:
       return fail("missing prefix length (expected ADDRESS/PREFIX, e.g. \"203.0.113.0/24\")");
     case detail::CidrParse::bad_address:
-      return fail("\"" + std::string(entry.substr(0, slash)) + "\" is not a valid IP address");
+      return fail(quote(entry.substr(0, slash)) + " is not a valid IP address");
     case detail::CidrParse::bad_prefix:
-      return fail("bad prefix length \"" + std::string(entry.substr(slash + 1)) + "\"");
+      return fail("bad prefix length " + quote(entry.substr(slash + 1)));
     case detail::CidrParse::prefix_range:
       return fail("prefix length " + std::to_string(cidr.prefix) + " out of range for " +
                   (cidr.base.v6 ? "IPv6 (0-128)" : "IPv4 (0-32)"));

@@ -135,6 +135,10 @@ TEST(GrammarTest, AllowHttp) {
       {"example.com:0", h + "example.com:0\": port 0 is not allowed"},  // port 0
       {"example.com:65536", h + "example.com:65536\": port 65536 out of range (1-65535)"},
       {"example.com:100000", h + "example.com:100000\": port 100000 out of range (1-65535)"},
+      {"example.com:123456789012",
+       h + "example.com:123456789012\": port 123456789012 out of range (1-65535)"},
+      {"example.com:44\x01",
+       h + "example.com:44\\x01\": bad port \"44\\x01\": digits and '*' only"},  // escaped
       {"example.com:0443", h + "example.com:0443\": bad port \"0443\": leading zero"},
       {"example.com:0*", h + "example.com:0*\": port glob \"0*\" matches no port in 1-65535"},
       {"example.com:99999*",
@@ -206,6 +210,7 @@ TEST(GrammarTest, BlockCidr) {
       {"203.0.113.0/", h + "203.0.113.0/\": bad prefix length \"\""},
       {"203.0.113.0/024", h + "203.0.113.0/024\": bad prefix length \"024\""},
       {"203.0.113.0/x", h + "203.0.113.0/x\": bad prefix length \"x\""},
+      {"203.0.113.0/\x7f", h + "203.0.113.0/\\x7f\": bad prefix length \"\\x7f\""},  // DEL
       {"203.0.113.0/33", h + "203.0.113.0/33\": prefix length 33 out of range for IPv4 (0-32)"},
       {"::/129", h + "::/129\": prefix length 129 out of range for IPv6 (0-128)"},
       {"203.0.113.7/24", h + "203.0.113.7/24\": host bits set; did you mean \"203.0.113.0/24\"?"},
