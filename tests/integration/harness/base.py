@@ -65,9 +65,16 @@ class TopologyCase(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.topo.close()
-        if cls.late_crashes:
-            raise AssertionError("vibepit-proxy died between tests: %s" % "; ".join(cls.late_crashes))
+        problems = list(cls.late_crashes)
+        try:
+            if cls.proxy is not None:
+                problem = cls.proxy.shutdown_problem()
+                if problem:
+                    problems.append(problem)
+        finally:
+            cls.topo.close()
+        if problems:
+            raise AssertionError("class-wide vibepit-proxy: %s" % "\n".join(problems))
 
     def setUp(self):
         # A class-wide proxy that died after an earlier test finished is
@@ -75,8 +82,8 @@ class TopologyCase(unittest.TestCase):
         # every later test.
         cls = type(self)
         if cls.proxy is not None and not cls.proxy.alive():
-            cls.late_crashes.append("status %s after %s%s" % (cls.proxy.proc.returncode, cls.last_test,
-                                                               cls.proxy.diag()))
+            cls.late_crashes.append("died (status %s) after %s%s" % (
+                cls.proxy.proc.returncode, cls.last_test, cls.proxy.diag()))
             cls.proxy = cls.make_proxy(**cls.proxy_config)
 
     def tearDown(self):
@@ -94,10 +101,15 @@ class TopologyCase(unittest.TestCase):
         return Proxy(cls.topo, BIN_DIR, **overrides).start()
 
     def start_proxy(self, **overrides):
-        """A proxy for one test; stopped (SIGKILL if needed) when the test ends."""
+        """A proxy for one test; at the end it gets SIGTERM and must exit 0 with no sanitizer report."""
         p = self.make_proxy(**overrides)
-        self.addCleanup(p.stop)
+        self.addCleanup(self._check_shutdown, p)
         return p
+
+    def _check_shutdown(self, p):
+        problem = p.shutdown_problem()
+        if problem:
+            self.fail(problem)
 
     # ---------------------------------------------------------- helpers
 

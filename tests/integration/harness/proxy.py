@@ -31,6 +31,10 @@ BASE_CONFIG = {
 _n = [0]
 
 
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "WARNING: ThreadSanitizer",
+                     "runtime error:")
+
+
 class ProxyError(RuntimeError):
     pass
 
@@ -96,6 +100,29 @@ class Proxy:
         if self.proc is None:
             return None
         return self.topo.stop_process(self.proc, sig=sig, timeout=timeout)
+
+    def sanitizer_report(self):
+        """The first sanitizer report in stderr, or None."""
+        err = self.stderr()
+        for marker in SANITIZER_MARKERS:
+            i = err.find(marker)
+            if i >= 0:
+                return err[max(0, i - 200):i + 3000]
+        return None
+
+    def shutdown_problem(self):
+        """SIGTERM the proxy if it runs; describe a non-zero exit or a sanitizer report, else None."""
+        if self.proc is None:
+            return None
+        was_running = self.alive()
+        timeout = self.config.get("drain-timeout-ms", 2000) / 1000.0 + 5.0
+        status = self.stop(signal.SIGTERM, timeout=timeout)
+        report = self.sanitizer_report()
+        if report:
+            return "sanitizer report from %s:\n%s" % (self.name, report)
+        if was_running and status != 0:
+            return "%s exited with status %s after SIGTERM%s" % (self.name, status, self.diag())
+        return None
 
     def exited_within(self, seconds):
         """True if the process is gone now or within `seconds` (a crash just after a reply)."""
