@@ -26,13 +26,16 @@ asio::awaitable<bool> fill(tcp::socket& s, std::string& buf, asio::error_code& e
   co_return !ec;
 }
 
-// Forward a framed body from `buf`+`from` to `to`. Bytes past the body stay in `buf`.
-asio::awaitable<bool> pass_body(tcp::socket& from, std::string& buf, tcp::socket& to,
+enum class Pass { ok, bad_framing, failed };
+
+// Forward a framed body from `buf` (bytes already read) and then `from`, to `to`, unchanged.
+// Bytes past the body stay in `buf`. A chunked body is validated as it passes.
+asio::awaitable<Pass> pass_body(tcp::socket& from, std::string& buf, tcp::socket& to,
                                 const Framing& framing, std::uint64_t& bytes,
-                                const std::function<void()>& touch) {
+                                const std::function<void()>& touch, std::string& error) {
   asio::error_code ec;
   auto tok = asio::redirect_error(asio::use_awaitable, ec);
-  if (framing.kind == BodyKind::none) co_return true;
+  if (framing.kind == BodyKind::none) co_return Pass::ok;
   std::uint64_t remaining = framing.length;
   ChunkedDecoder chunked;
   for (;;) {
@@ -47,7 +50,10 @@ asio::awaitable<bool> pass_body(tcp::socket& from, std::string& buf, tcp::socket
           break;
         case BodyKind::chunked: {
           auto step = chunked.feed(buf);
-          if (step.status == ChunkedDecoder::Status::error) co_return false;
+          if (step.status == ChunkedDecoder::Status::error) {
+            error = std::string(chunked.error());
+            co_return Pass::bad_framing;
+          }
           take = step.consumed;
           done = step.status == ChunkedDecoder::Status::done;
           break;
@@ -58,17 +64,18 @@ asio::awaitable<bool> pass_body(tcp::socket& from, std::string& buf, tcp::socket
       }
       if (take) {
         co_await asio::async_write(to, asio::buffer(buf.data(), take), tok);
-        if (ec) co_return false;
+        if (ec) co_return Pass::failed;
         bytes += take;
         buf.erase(0, take);
         touch();
       }
-      if (done) co_return true;
+      if (done) co_return Pass::ok;
     } else if (framing.kind == BodyKind::length && remaining == 0) {
-      co_return true;
+      co_return Pass::ok;
     }
     if (!co_await fill(from, buf, ec)) {
-      co_return framing.kind == BodyKind::until_close && ec == asio::error::eof;
+      bool clean_end = framing.kind == BodyKind::until_close && ec == asio::error::eof;
+      co_return clean_end ? Pass::ok : Pass::failed;
     }
   }
 }
@@ -163,12 +170,13 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
   if (!ec) {
     std::uint64_t up = 0;
     bool ok = false;
+    std::string framing_error;
     if (framing.kind == BodyKind::none) {
       ok = co_await forward_response(method, client_keep_alive, keep_client, rec);
     } else {
       // Upload and download run together: a server may answer before the body ends.
       using namespace asio::experimental::awaitable_operators;
-      auto [sent, answered] = co_await (forward_request_body(framing, up) &&
+      auto [sent, answered] = co_await (forward_request_body(framing, up, framing_error) &&
                                         forward_response(method, client_keep_alive, keep_client,
                                                          rec));
       ok = sent && answered;
@@ -176,9 +184,16 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
     }
     rec.bytes_up = upstream_head.size() + up;
     if (!ok && rec.status == 0) {
-      rec.status = 502;
-      co_await refuse(502, "the upstream server closed the connection or sent an invalid "
-                           "response", true);
+      if (!framing_error.empty()) {
+        rec.status = 400;
+        co_await refuse(400, "invalid chunked request body: " + framing_error, true);
+      } else {
+        rec.status = 502;
+        co_await refuse(502, "the upstream server closed the connection or sent an invalid response",
+                        true);
+      }
+      keep_client = false;
+    } else if (!ok) {
       keep_client = false;
     }
   } else {
@@ -189,8 +204,17 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
   co_return keep_client && !closed_ && !w_.draining;
 }
 
-asio::awaitable<bool> Session::forward_request_body(const Framing& framing, std::uint64_t& bytes) {
-  co_return co_await pass_body(client_, inbuf_, upstream_, framing, bytes, [this] { touch(); });
+asio::awaitable<bool> Session::forward_request_body(const Framing& framing, std::uint64_t& bytes,
+                                                    std::string& framing_error) {
+  auto r = co_await pass_body(client_, inbuf_, upstream_, framing, bytes, [this] { touch(); },
+                              framing_error);
+  if (r != Pass::ok) {
+    // The upstream must not wait for the rest of a body that will never come.
+    asio::error_code ignored;
+    upstream_.close(ignored);
+    upstream_key_.clear();
+  }
+  co_return r == Pass::ok;
 }
 
 asio::awaitable<bool> Session::forward_response(std::string_view method, bool client_keep_alive,
@@ -226,7 +250,9 @@ asio::awaitable<bool> Session::forward_response(std::string_view method, bool cl
     upbuf_.erase(0, rh.head_size);
     if (!co_await send(out)) co_return false;
     std::uint64_t down = out.size();
-    bool ok = co_await pass_body(upstream_, upbuf_, client_, framing, down, [this] { touch(); });
+    std::string ignored_error;
+    bool ok = co_await pass_body(upstream_, upbuf_, client_, framing, down, [this] { touch(); },
+                                 ignored_error) == Pass::ok;
     rec.bytes_down = down;
     if (!ok) {
       keep_client = false;

@@ -187,12 +187,13 @@ asio::awaitable<void> Session::run() {
       break;
     }
     if (target.scheme != "http") {
-      co_await refuse(400,
-                      target.scheme == "https"
-                          ? "https:// URLs must be tunnelled: use CONNECT host:443 (set "
-                            "HTTPS_PROXY, not an http:// URL with an https target)"
-                          : "unsupported URL scheme \"" + target.scheme + "\"",
-                      true);
+      // Built outside the co_await: GCC 12 mishandles conditional temporaries there.
+      std::string why = "unsupported URL scheme \"" + target.scheme + "\"";
+      if (target.scheme == "https") {
+        why = "https:// URLs must be tunnelled: use CONNECT host:443 (set HTTPS_PROXY, not "
+              "an http:// URL with an https target)";
+      }
+      co_await refuse(400, std::move(why), true);
       break;
     }
     if (!co_await handle_http(head, target)) break;
@@ -373,7 +374,7 @@ asio::awaitable<bool> Session::send(std::string_view bytes) {
   co_return !ec;
 }
 
-asio::awaitable<void> Session::refuse(int status, std::string_view message, bool close) {
+asio::awaitable<void> Session::refuse(int status, std::string message, bool close) {
   auto text = make_error_response(status, message, close);
   co_await send(text);
   if (close) {

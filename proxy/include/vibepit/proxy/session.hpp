@@ -53,8 +53,10 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<Dial> decide_and_dial(const Authority& target, DecisionRecord& rec,
                                         bool reuse_ok);
   asio::awaitable<bool> send(std::string_view bytes);  // to the client, with a deadline
-  asio::awaitable<void> refuse(int status, std::string_view message, bool close);
-  asio::awaitable<bool> forward_request_body(const Framing& framing, std::uint64_t& bytes);
+  // Message by value: it must live in the coroutine frame across the write.
+  asio::awaitable<void> refuse(int status, std::string message, bool close);
+  asio::awaitable<bool> forward_request_body(const Framing& framing, std::uint64_t& bytes,
+                                             std::string& framing_error);
   asio::awaitable<bool> forward_response(std::string_view method, bool client_keep_alive,
                                          bool& keep_client, DecisionRecord& rec);
 
