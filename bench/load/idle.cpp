@@ -39,13 +39,15 @@ struct Shared {
 };
 
 asio::awaitable<void> opener(Worker& w, Lane& lane, Shared& sh) {
-  char buf[kMaxConnectAnswer];
+  // On the heap: a coroutine frame this large would skip Asio's frame recycling.
+  auto buf = std::make_unique<char[]>(kMaxConnectAnswer);
   while (!w.stopping()) {
     auto t0 = Clock::now();
     if (t0 >= sh.open_end || sh.next.fetch_add(1, std::memory_order_relaxed) >= sh.count) break;
     auto c = std::make_unique<Conn>(w);
     std::size_t extra = 0;
-    auto st = co_await open_tunnel(*c, sh.route, sh.timeout, std::span<char>(buf), extra);
+    auto st = co_await open_tunnel(*c, sh.route, sh.timeout,
+                                   std::span<char>(buf.get(), kMaxConnectAnswer), extra);
     if (st != OpenStatus::ok) {
       if (!w.stopping()) count_open_error(lane.errors, st);
       continue;

@@ -44,13 +44,16 @@ asio::awaitable<void> back_off(Worker& w) {
 }
 
 asio::awaitable<void> slot(Worker& w, Lane& lane, Shared& sh) {
-  char buf[kMaxConnectAnswer];
+  // On the heap: a coroutine frame this large would skip Asio's frame recycling.
+  auto storage = std::make_unique<char[]>(kMaxConnectAnswer);
+  char* buf = storage.get();
   while (!w.stopping()) {
     auto t0 = Clock::now();
     if (t0 >= sh.end || sh.issued.fetch_add(1, std::memory_order_relaxed) >= sh.max) break;
     Conn c(w);
     std::size_t extra = 0;
-    auto st = co_await open_tunnel(c, sh.route, sh.timeout, std::span<char>(buf), extra);
+    auto st = co_await open_tunnel(c, sh.route, sh.timeout, std::span<char>(buf, kMaxConnectAnswer),
+                                   extra);
     if (st != OpenStatus::ok) {
       if (!w.stopping()) count_open_error(lane.errors, st);
       co_await back_off(w);

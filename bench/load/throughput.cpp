@@ -43,12 +43,14 @@ struct Lane {
 // Opens the worker's streams one after the other; a few of these run side by side.
 asio::awaitable<void> opener(Lane& lane, const Route& route, Clock::duration timeout,
                              Clock::time_point open_end) {
-  char answer[kMaxConnectAnswer];
+  // On the heap: a coroutine frame this large would skip Asio's frame recycling.
+  auto answer = std::make_unique<char[]>(kMaxConnectAnswer);
   while (lane.next_to_open < lane.streams.size() && Clock::now() < open_end) {
     Stream& s = lane.streams[lane.next_to_open++];
     if (s.conn->worker().stopping()) break;
     std::size_t extra = 0;
-    auto st = co_await open_tunnel(*s.conn, route, timeout, std::span<char>(answer), extra);
+    auto st = co_await open_tunnel(*s.conn, route, timeout,
+                                   std::span<char>(answer.get(), kMaxConnectAnswer), extra);
     count_open_error(lane.errors, st);
     s.open = st == OpenStatus::ok;
     s.bytes = extra;  // a source may already have sent data behind the 200
