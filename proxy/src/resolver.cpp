@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 namespace vibepit::proxy {
@@ -24,9 +25,14 @@ void resolver_library_init() {
   if (rc != ARES_SUCCESS) throw std::runtime_error(std::string("c-ares: ") + ares_strerror(rc));
 }
 
+struct Resolver::Query {
+  Resolver* self;
+  std::string name;
+};
+
 Resolver::Resolver(asio::io_context& io, const std::vector<Endpoint>& servers,
-                   std::chrono::milliseconds timeout)
-    : io_(io), timer_(io) {
+                   std::chrono::milliseconds timeout, CacheLimits limits)
+    : io_(io), timer_(io), limits_(limits) {
   ares_options opts{};
   int mask = 0;
   opts.sock_state_cb = &Resolver::on_sock_state;
@@ -84,19 +90,61 @@ Resolver::~Resolver() {
   }
 }
 
+bool Resolver::from_cache(const std::string& name, WaiterBase& waiter) {
+  auto it = cache_.find(name);
+  if (it == cache_.end()) return false;
+  if (std::chrono::steady_clock::now() >= it->second.expires) {
+    lru_.erase(it->second.lru);
+    cache_.erase(it);
+    return false;
+  }
+  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  ResolveResult r;
+  r.ok = true;
+  r.cached = true;
+  r.addrs = it->second.addrs;
+  waiter.complete(std::move(r));
+  return true;
+}
+
 void Resolver::start(std::string name, std::unique_ptr<WaiterBase> waiter) {
+  if (from_cache(name, *waiter)) return;
+  auto [it, first] = inflight_.try_emplace(name);
+  it->second.push_back(std::move(waiter));
+  if (!first) return;  // a query for this name is already on the wire
   ares_addrinfo_hints hints{};
   hints.ai_family = AF_UNSPEC;
   // NOSORT: c-ares would otherwise connect() probe sockets to sort by route.
   hints.ai_flags = ARES_AI_NOSORT;
-  ares_getaddrinfo(channel_, name.c_str(), nullptr, &hints, &Resolver::on_addrinfo,
-                   waiter.release());
+  auto* query = new Query{this, std::move(name)};
+  ares_getaddrinfo(channel_, query->name.c_str(), nullptr, &hints, &Resolver::on_addrinfo, query);
   rearm_timer();
 }
 
+void Resolver::finish(const std::string& name, const ResolveResult& r, int ttl) {
+  if (r.ok && ttl > 0 && limits_.entries > 0) {
+    auto life = std::min<std::chrono::seconds>(std::chrono::seconds(ttl), limits_.max_ttl);
+    auto it = cache_.find(name);
+    if (it == cache_.end()) {
+      if (cache_.size() >= limits_.entries) {  // evict the least recently used
+        cache_.erase(lru_.back());
+        lru_.pop_back();
+      }
+      lru_.push_front(name);
+      it = cache_.emplace(name, CacheEntry{{}, {}, lru_.begin()}).first;
+    }
+    it->second.addrs = r.addrs;
+    it->second.expires = std::chrono::steady_clock::now() + life;
+  }
+  auto node = inflight_.extract(name);
+  if (node.empty()) return;
+  for (auto& waiter : node.mapped()) waiter->complete(r);
+}
+
 void Resolver::on_addrinfo(void* arg, int status, int /*timeouts*/, ares_addrinfo* res) {
-  std::unique_ptr<WaiterBase> waiter(static_cast<WaiterBase*>(arg));
+  std::unique_ptr<Query> query(static_cast<Query*>(arg));
   ResolveResult r;
+  int ttl = std::numeric_limits<int>::max();
   if (status == ARES_SUCCESS && res) {
     for (auto* n = res->nodes; n; n = n->ai_next) {
       policy::IpAddr ip;
@@ -110,6 +158,7 @@ void Resolver::on_addrinfo(void* arg, int status, int /*timeouts*/, ares_addrinf
       } else {
         continue;
       }
+      ttl = std::min(ttl, n->ai_ttl);
       bool dup = false;
       for (const auto& seen : r.addrs) dup = dup || seen == ip;
       if (!dup) r.addrs.push_back(ip);
@@ -120,7 +169,8 @@ void Resolver::on_addrinfo(void* arg, int status, int /*timeouts*/, ares_addrinf
     r.error = ares_strerror(status);
   }
   if (res) ares_freeaddrinfo(res);
-  waiter->complete(std::move(r));
+  if (!r.ok) ttl = 0;
+  query->self->finish(query->name, r, ttl);
 }
 
 void Resolver::on_sock_state(void* data, int fd, int readable, int writable) {

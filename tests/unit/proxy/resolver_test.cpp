@@ -60,12 +60,13 @@ class FakeDns {
       out[4] = 0, out[5] = 1;  // QDCOUNT
       out[6] = 0, out[7] = 0;
       out[8] = out[9] = out[10] = out[11] = 0;
-      if (name != "a.test") {
+      if (name != "a.test" && name != "zero.test") {
         out[3] = 3;  // NXDOMAIN
       } else if (qtype == 1) {
         out[7] = 2;
+        unsigned char ttl = name == "zero.test" ? 0 : 60;
         for (auto ip : {std::array<unsigned char, 4>{198, 51, 100, 7}, {203, 0, 113, 9}}) {
-          unsigned char rr[] = {0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4};
+          unsigned char rr[] = {0xc0, 12, 0, 1, 0, 1, 0, 0, 0, ttl, 0, 4};
           out.insert(out.end(), rr, rr + sizeof rr);
           out.insert(out.end(), ip.begin(), ip.end());
         }
@@ -143,6 +144,83 @@ TEST(Resolver, SingleLabelNamesAreAskedAsGiven) {
   auto r = resolve(dns.port(), "intranet");
   EXPECT_FALSE(r.ok);
   EXPECT_GE(dns.queries(), 1);
+}
+
+// One resolver used for several lookups, to observe its cache.
+class SharedResolver {
+ public:
+  explicit SharedResolver(std::uint16_t port)
+      : resolver_((resolver_library_init(), io_),
+                  {Endpoint{*policy::IpAddr::parse("127.0.0.1"), port}},
+                  std::chrono::milliseconds(900)) {}
+
+  // Start `n` lookups of `name` at once and wait for all of them.
+  std::vector<ResolveResult> resolve(const std::string& name, int n = 1) {
+    std::vector<ResolveResult> out(static_cast<std::size_t>(n));
+    int done = 0;
+    for (auto& slot : out) {
+      asio::co_spawn(
+          io_,
+          [&, name]() -> asio::awaitable<void> {
+            slot = co_await resolver_.async_resolve(name, asio::use_awaitable);
+            ++done;
+          },
+          asio::detached);
+    }
+    io_.restart();
+    io_.run_for(std::chrono::seconds(10));
+    EXPECT_EQ(done, n);
+    return out;
+  }
+
+ private:
+  asio::io_context io_;
+  Resolver resolver_;
+};
+
+TEST(ResolverCache, SecondLookupIsAnsweredFromCache) {
+  FakeDns dns(false);
+  SharedResolver r(dns.port());
+  auto first = r.resolve("a.test");
+  int asked = dns.queries();
+  auto second = r.resolve("a.test");
+  ASSERT_TRUE(second[0].ok);
+  EXPECT_FALSE(first[0].cached);
+  EXPECT_TRUE(second[0].cached);
+  EXPECT_EQ(second[0].addrs, first[0].addrs);
+  EXPECT_EQ(dns.queries(), asked);  // nothing new on the wire
+}
+
+TEST(ResolverCache, TtlZeroIsNeverCached) {
+  FakeDns dns(false);
+  SharedResolver r(dns.port());
+  r.resolve("zero.test");
+  int asked = dns.queries();
+  auto again = r.resolve("zero.test");
+  ASSERT_TRUE(again[0].ok);
+  EXPECT_FALSE(again[0].cached);
+  EXPECT_GT(dns.queries(), asked);
+}
+
+TEST(ResolverCache, FailuresAreNotCached) {
+  FakeDns dns(false);
+  SharedResolver r(dns.port());
+  r.resolve("nope.test");
+  int asked = dns.queries();
+  auto again = r.resolve("nope.test");
+  EXPECT_FALSE(again[0].ok);
+  EXPECT_GT(dns.queries(), asked);
+}
+
+TEST(ResolverCache, ConcurrentLookupsShareOneQuery) {
+  FakeDns dns(false);
+  SharedResolver r(dns.port());
+  auto results = r.resolve("a.test", 8);
+  for (const auto& res : results) {
+    ASSERT_TRUE(res.ok);
+    EXPECT_EQ(res.addrs.size(), 2u);
+  }
+  EXPECT_EQ(dns.queries(), 2);  // one A and one AAAA question for all eight
 }
 
 }  // namespace

@@ -4,7 +4,12 @@
 // watched through its socket-state callback; we wait for readiness with Asio and drive
 // ares_process_fd, and one timer drives c-ares' own timeouts. Only the configured servers
 // are used: never /etc/resolv.conf, never /etc/hosts.
+//
+// Answers are cached for their DNS TTL (capped), and concurrent lookups of one name share
+// one query. The cache holds addresses, not verdicts: every decision still classifies
+// every address it is given, so caching opens no rebinding window.
 #include <chrono>
+#include <list>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -29,12 +34,20 @@ struct ResolveResult {
   bool ok = false;
   std::vector<policy::IpAddr> addrs;  // in the order the upstream gave them
   std::string error;                  // why resolution failed, when !ok
+  bool cached = false;                // answered from this resolver's cache
+};
+
+// Bounds of a resolver's answer cache.
+struct ResolverCacheLimits {
+  std::size_t entries = 4096;
+  std::chrono::seconds max_ttl{300};
 };
 
 class Resolver {
  public:
+  using CacheLimits = ResolverCacheLimits;
   Resolver(asio::io_context& io, const std::vector<Endpoint>& servers,
-           std::chrono::milliseconds timeout);
+           std::chrono::milliseconds timeout, CacheLimits limits = {});
   ~Resolver();
   Resolver(const Resolver&) = delete;
   Resolver& operator=(const Resolver&) = delete;
@@ -66,8 +79,16 @@ class Resolver {
     asio::io_context& io_;
   };
   struct Watch;
+  struct Query;
+  struct CacheEntry {
+    std::vector<policy::IpAddr> addrs;
+    std::chrono::steady_clock::time_point expires;
+    std::list<std::string>::iterator lru;
+  };
 
   void start(std::string name, std::unique_ptr<WaiterBase> waiter);
+  void finish(const std::string& name, const ResolveResult& r, int ttl);
+  bool from_cache(const std::string& name, WaiterBase& waiter);
   static void on_sock_state(void* data, int fd, int readable, int writable);
   static void on_addrinfo(void* arg, int status, int timeouts, ares_addrinfo* res);
   void watch(const std::shared_ptr<Watch>& w, bool read);
@@ -77,6 +98,10 @@ class Resolver {
   ares_channeldata* channel_ = nullptr;
   asio::steady_timer timer_;
   std::unordered_map<int, std::shared_ptr<Watch>> watches_;
+  CacheLimits limits_;
+  std::unordered_map<std::string, CacheEntry> cache_;
+  std::list<std::string> lru_;  // most recently used first
+  std::unordered_map<std::string, std::vector<std::unique_ptr<WaiterBase>>> inflight_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
