@@ -4,7 +4,7 @@
 import time
 
 from harness import base
-from harness.client import Closed
+from harness.client import Closed, RawConn
 
 RULES = [
     "allowed.test:443", "allowed.test:80", "dual.test:443",
@@ -192,6 +192,19 @@ class ConnectTest(base.TopologyCase):
         d = self.proxy.wait_records(lambda r: r.get("host") == "10.0.0.1" and r.get("verdict") == "deny")
         self.assertTrue(d, self.diag())
         self.assertIn("10.0.0.0/8", " ".join(str(v) for v in d[0].values()), d[0])
+
+
+class ListenTest(base.TopologyCase):
+
+    def test_ipv4_and_ipv6_listeners(self):
+        p = self.start_proxy(allow_http=["allowed.test:80"], proxy_listen=["127.0.0.1:0", "[::1]:0"])
+        self.assertEqual(sorted(h for h, _ in p.listeners), ["127.0.0.1", "::1"], p.stderr())
+        for host, port in p.listeners:
+            with self.subTest(listener=host):
+                c = RawConn(self.topo, port, host=host)
+                self.addCleanup(c.close)
+                resp = c.request("GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+                self.assertStatus(resp, 200, p)
 
 
 if __name__ == "__main__":

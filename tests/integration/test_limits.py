@@ -153,6 +153,13 @@ class ConcurrencyTest(base.TopologyCase):
         self.assertEqual(len(done), n)
         self.assertLess(time.monotonic() - t0, 10.0)
         self.assertTrue(self.proxy.alive())
+        # one decision and one close record per tunnel, ids unique
+        decisions = self.proxy.wait_records(lambda r: r.get("event") == "decision", count=n)
+        closes = self.proxy.wait_records(lambda r: r.get("event") == "close", count=n)
+        self.assertEqual(len(decisions), n, self.diag())
+        self.assertEqual(len(closes), n, self.diag())
+        self.assertEqual(len({r["id"] for r in decisions}), n, "decision ids are not unique")
+        self.assertEqual({r["id"] for r in decisions}, {r["id"] for r in closes})
 
 
 class MaxConnectionsTest(base.TopologyCase):

@@ -73,10 +73,13 @@ class Proxy:
     def start(self, timeout=10.0):
         self.spawn()
         deadline = time.monotonic() + timeout
+        want = len(self.config.get("proxy-listen") or [None])
         while True:
-            m = LISTEN_RE.search(self.stderr())
-            if m:
-                self.host, self.port = m.group(1), int(m.group(2))
+            found = LISTEN_RE.findall(self.stderr())
+            if len(found) >= want:
+                # every listener as (host without brackets, port); the first one is the default
+                self.listeners = [(h.strip("[]"), int(port)) for h, port in found]
+                self.host, self.port = self.listeners[0]
                 return self
             if self.proc.poll() is not None:
                 raise ProxyError("vibepit-proxy exited %s before listening:\n%s"
