@@ -1,12 +1,15 @@
 #include "vibepit/proxy/relay.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <memory>
 
 #include <asio/experimental/awaitable_operators.hpp>
+#include <asio/post.hpp>
+#include <asio/this_coro.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
@@ -45,21 +48,51 @@ void half_close(tcp::socket& to) {
 
 enum class Outcome { eof, failed, splice_refused };
 
+// Chunks a pump moves before it lets the other connections on this thread run.
+constexpr int kBurst = 16;
+
+// Asio's reactor is edge-triggered and async_wait() does not look at the socket first, so
+// readiness that arrived before the wait was queued would be missed. poll() asks the kernel
+// for the level state; anything that arrives after it raises a new edge for the wait.
+bool readable_now(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+asio::awaitable<bool> wait_readable(tcp::socket& s, bool check_first) {
+  if (check_first && readable_now(s.native_handle())) co_return true;
+  asio::error_code ec;
+  co_await s.async_wait(tcp::socket::wait_read, asio::redirect_error(asio::use_awaitable, ec));
+  co_return !ec;
+}
+
+asio::awaitable<void> yield_now() {
+  co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+}
+
 // Move bytes with splice() until EOF, error, or the kernel refuses splice for these fds.
+// The socket is read until EAGAIN before waiting again.
 asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
                                      const std::function<void()>& on_activity,
                                      std::uint64_t& counter) {
   asio::error_code ec;
   auto tok = asio::redirect_error(asio::use_awaitable, ec);
-  Pipe pipe;  // made on first data, so idle tunnels hold no pipe
+  // Wait for the first byte before making the pipe: idle tunnels hold no pipe.
+  if (!co_await wait_readable(from, true)) co_return Outcome::failed;
+  Pipe pipe;
+  if (!pipe.open()) co_return Outcome::splice_refused;
+  int burst = kBurst;
   for (;;) {
-    co_await from.async_wait(tcp::socket::wait_read, tok);
-    if (ec) co_return Outcome::failed;
-    if (!pipe.open()) co_return Outcome::splice_refused;
     ssize_t n = ::splice(from.native_handle(), nullptr, pipe.write_end(), nullptr, kSpliceChunk,
                          SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        if (!co_await wait_readable(from, false)) co_return Outcome::failed;
+        burst = kBurst;
+        continue;
+      }
+      // Nothing is in the pipe here, so the copy path can take over cleanly.
       if (errno == EINVAL || errno == ENOSYS) co_return Outcome::splice_refused;
       co_return Outcome::failed;
     }
@@ -82,6 +115,10 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
       counter += static_cast<std::uint64_t>(m);
     }
     on_activity();
+    if (--burst == 0) {
+      co_await yield_now();
+      burst = kBurst;
+    }
   }
 }
 
@@ -90,19 +127,27 @@ asio::awaitable<Outcome> copy_pump(tcp::socket& from, tcp::socket& to,
                                    std::uint64_t& counter) {
   asio::error_code ec;
   auto tok = asio::redirect_error(asio::use_awaitable, ec);
-  std::unique_ptr<char[]> buf;  // allocated on first data, so idle tunnels hold no buffer
+  // Wait for the first byte before allocating: idle tunnels hold no buffer.
+  if (!co_await wait_readable(from, true)) co_return Outcome::failed;
+  auto buf = std::make_unique<char[]>(kBufferSize);
+  int burst = kBurst;
   for (;;) {
-    co_await from.async_wait(tcp::socket::wait_read, tok);
-    if (ec) co_return Outcome::failed;
-    if (!buf) buf = std::make_unique<char[]>(kBufferSize);
     std::size_t n = from.read_some(asio::buffer(buf.get(), kBufferSize), ec);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) continue;
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      if (!co_await wait_readable(from, false)) co_return Outcome::failed;
+      burst = kBurst;
+      continue;
+    }
     if (ec == asio::error::eof) co_return Outcome::eof;
     if (ec) co_return Outcome::failed;
     co_await asio::async_write(to, asio::buffer(buf.get(), n), tok);
     if (ec) co_return Outcome::failed;
     counter += n;
     on_activity();
+    if (--burst == 0) {
+      co_await yield_now();
+      burst = kBurst;
+    }
   }
 }
 

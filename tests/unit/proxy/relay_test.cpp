@@ -7,6 +7,7 @@
 #include <asio/connect.hpp>
 #include <asio/detached.hpp>
 #include <asio/read.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 #include <thread>
@@ -102,6 +103,46 @@ TEST_P(Relay, ResetOnOneSideClosesTheOther) {
   client_app.close();
   io_thread.join();
   EXPECT_TRUE(relay_done);
+}
+
+TEST_P(Relay, BytesBufferedBeforeTheRelayStartsAreForwardedWithoutMoreTraffic) {
+  // Data that arrived (and that the reactor already reported) before the relay started must
+  // still be forwarded, and a burst larger than one chunk must not wait for more traffic.
+  asio::io_context io;
+  auto [client_app, client_side] = socket_pair(io);
+  auto [upstream_side, server_app] = socket_pair(io);
+  const auto burst = pattern(200 * 1024, 3);
+  asio::write(client_app, asio::buffer(burst));  // fits in loopback buffers; no close
+  // Let the reactor see (and consume) the readiness edge while nothing waits for it, as
+  // happens when a client sends right after our "200" while the session is busy.
+  {
+    asio::steady_timer busy(io, std::chrono::milliseconds(200));
+    busy.async_wait([](const asio::error_code&) {});
+    io.run_for(std::chrono::milliseconds(50));  // epoll_wait runs and reports the edge
+    busy.cancel();
+    io.run();
+    io.restart();
+  }
+  RelayStats stats;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        co_await relay(client_side, upstream_side, GetParam(), [] {}, stats);
+      },
+      asio::detached);
+  std::string got(burst.size(), '\0');
+  std::thread reader([&] {
+    timeval tv{5, 0};  // a stall fails the test instead of hanging it
+    setsockopt(server_app.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    asio::error_code ec;
+    asio::read(server_app, asio::buffer(got), ec);
+    EXPECT_FALSE(ec) << ec.message();
+    client_app.close();
+    server_app.close();
+  });
+  io.run_for(std::chrono::seconds(10));
+  reader.join();
+  EXPECT_TRUE(got == burst);
 }
 
 INSTANTIATE_TEST_SUITE_P(SpliceAndCopy, Relay, ::testing::Values(true, false),
