@@ -10,7 +10,11 @@ find_package(CLI11 REQUIRED)
 find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)
 add_library(vibepit_asio INTERFACE)
 target_include_directories(vibepit_asio SYSTEM INTERFACE ${ASIO_INCLUDE_DIR})
-target_compile_definitions(vibepit_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
+# Asio picks aligned_alloc() or operator new for its recycled blocks by testing a libstdc++
+# macro that is only defined once a standard header has been included, so translation units
+# that include Asio first would free with the other function. One choice for all TUs.
+target_compile_definitions(vibepit_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED
+  ASIO_DISABLE_STD_ALIGNED_ALLOC)
 target_link_libraries(vibepit_asio INTERFACE Threads::Threads)
 add_library(vibepit::asio ALIAS vibepit_asio)
 
