@@ -47,6 +47,7 @@ PX_CANARIES = ["127.0.0.1", "::1"]
 HTTP_PORTS, ECHO_PORT, BULK_PORT = [80, 8080, 8443], 443, 9000
 
 _NAME_RE = re.compile(r"^vpt(\d+)n\d+(px|net)$")
+_TMP_RE = re.compile(r"^vpt(\d+)n\d+-\w+$")
 _libc = ctypes.CDLL(None, use_errno=True)
 _CLONE_NEWNET = 0x40000000
 _PR_SET_PDEATHSIG = 1
@@ -84,13 +85,18 @@ def _pid_alive(pid):
 
 
 def sweep_stale():
-    """Delete namespaces left by harness processes that no longer exist."""
+    """Delete namespaces and temp dirs left by harness processes that no longer exist."""
     r = _ip("netns", "list", check=False)
     for line in r.stdout.splitlines():
         name = line.split()[0] if line.split() else ""
         m = _NAME_RE.match(name)
         if m and not _pid_alive(int(m.group(1))):
             _ip("netns", "del", name, check=False)
+    tmp = tempfile.gettempdir()
+    for entry in os.listdir(tmp):
+        m = _TMP_RE.match(entry)
+        if m and not _pid_alive(int(m.group(1))):
+            shutil.rmtree(os.path.join(tmp, entry), ignore_errors=True)
 
 
 def in_netns(ns, fn, *args):
@@ -355,6 +361,7 @@ def _on_term(signum, frame):
 
 
 def install_signal_cleanup():
-    """Close namespaces on SIGTERM/SIGINT too (ctest sends SIGTERM on timeout? it may SIGKILL)."""
+    """Close namespaces on SIGTERM/SIGINT too. After a SIGKILL, children die by PDEATHSIG and
+    the next run's sweep_stale() removes the namespaces and temp dirs."""
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, _on_term)
