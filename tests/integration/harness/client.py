@@ -7,7 +7,6 @@ malformed heads) and to read bodies of refused CONNECTs.
 import hashlib
 import json
 import os
-import re
 import socket
 import struct
 import threading
@@ -165,7 +164,6 @@ class RawConn:
 def connect_tunnel(topo, port, target, timeout=5.0, extra_headers=""):
     """CONNECT target through the proxy; returns (RawConn, Response)."""
     c = RawConn(topo, port, timeout=timeout)
-    host = target.rsplit(":", 1)[0]
     resp = c.request("CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (target, target, extra_headers),
                      "CONNECT")
     return c, resp

@@ -4,7 +4,6 @@ import json
 import os
 import re
 import signal
-import threading
 import time
 
 LISTEN_RE = re.compile(r"listening proxy (\S+):(\d+)")
