@@ -53,6 +53,11 @@ class BenchTopology(netns.Topology):
         os.makedirs(self.etc_dir, exist_ok=True)
         with open(os.path.join(self.etc_dir, "resolv.conf"), "w") as f:
             f.write("nameserver %s\n" % netns.DNS_ADDR)
+        # Short connections at tens of thousands per second would otherwise run the namespaces
+        # out of ephemeral ports, held in TIME_WAIT: allow reuse and the full port range.
+        for ns in (self.px, self.net):
+            self.run(ns, ["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1",
+                          "net.ipv4.ip_local_port_range=1024 65535"])
         py = sys.executable
         self.popen(self.net, [py, os.path.join(netns.HERE, "fake_dns.py"), "--listen",
                               netns.DNS_ADDR, "--port", "53", "--stats", self.dns_stats_path],
@@ -193,7 +198,8 @@ def measure(topo, proxy, duration):
               duration + 60)
     res["throughput_gbit"] = t["results"]["gbit_per_s"]
     r = bench(topo, ["connect-rate", "--proxy", proxy, "--target", "%s:%d" % (host, PORTS["echo"]),
-                     "--concurrency", "32", "--duration", str(duration), "--max", "2000000"],
+                     "--concurrency", "32", "--duration", str(duration), "--max", "2000000",
+                     "--linger0"],
               duration + 60)
     res["rate_per_s"] = r["results"]["tunnels_per_s"]
     res["rate_p50_us"] = r["results"]["latency_us"].get("p50_us")

@@ -156,7 +156,9 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
     co_await refuse(dial.status, dial.message, close);
     co_return !close && !closed_;
   }
-  emit(rec);
+  // Allowed plain-HTTP requests are short: one record, written when the response is done,
+  // carries both the decision and the totals.
+  rec.totals = true;
   auto started = clock::now();
   set_deadline(Phase::busy, w_.cfg.idle_timeout);
 
@@ -200,7 +202,9 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
     rec.status = 502;
     co_await refuse(502, "could not send the request upstream: " + ec.message(), true);
   }
-  emit_close(std::move(rec), started);
+  rec.ms = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started).count());
+  emit(std::move(rec));
   co_return keep_client && !closed_ && !w_.draining;
 }
 
@@ -248,6 +252,13 @@ asio::awaitable<bool> Session::forward_response(std::string_view method, bool cl
     auto out = with_connection(rewrite_response_head(rh), keep_client);
     rec.status = static_cast<std::uint16_t>(rh.status);
     upbuf_.erase(0, rh.head_size);
+    if (framing.kind == BodyKind::length) {
+      // Send the body bytes already read together with the head: one write, not two.
+      auto take = static_cast<std::size_t>(std::min<std::uint64_t>(framing.length, upbuf_.size()));
+      out.append(upbuf_.data(), take);
+      upbuf_.erase(0, take);
+      framing.length -= take;
+    }
     if (!co_await send(out)) co_return false;
     std::uint64_t down = out.size();
     std::string ignored_error;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -55,10 +56,43 @@ TEST(DecisionLog, CloseLineAddsBytesAndDuration) {
   EXPECT_EQ(j["ms"], 30);
 }
 
-TEST(DecisionLog, InvalidUtf8FromTheWireDoesNotThrow) {
+struct Escape {
+  std::string host;      // as it came from the wire
+  std::string expected;  // as a JSON parser reads it back
+};
+
+class DecisionLogEscaping : public ::testing::TestWithParam<Escape> {};
+
+TEST_P(DecisionLogEscaping, EveryLineIsValidJson) {
   auto r = sample();
-  r.host = "bad\xff\xfehost";
-  EXPECT_NO_THROW(nlohmann::json::parse(to_json_line(r)));
+  r.host = GetParam().host;
+  auto line = to_json_line(r);
+  EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1);  // one record, one line
+  nlohmann::json j;
+  ASSERT_NO_THROW(j = nlohmann::json::parse(line)) << line;
+  EXPECT_EQ(j["host"], GetParam().expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, DecisionLogEscaping,
+    ::testing::Values(
+        Escape{"plain.example", "plain.example"},              // nothing to escape
+        Escape{"q\"uote\\back", "q\"uote\\back"},            // JSON metacharacters
+        Escape{"line\nbreak\ttab\x01", "line\nbreak\ttab\x01"},  // control bytes as \\u00XX
+        Escape{"caf\xc3\xa9", "caf\xc3\xa9"},                  // valid UTF-8 kept
+        Escape{"bad\xff\xfehost", "bad\xef\xbf\xbd\xef\xbf\xbdhost"},  // invalid bytes -> U+FFFD
+        Escape{"trunc\xe2\x82", "trunc\xef\xbf\xbd\xef\xbf\xbd"},      // cut sequence
+        Escape{"over\xc0\xaf", "over\xef\xbf\xbd\xef\xbf\xbd"},        // overlong '/'
+        Escape{"surr\xed\xa0\x80", "surr\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}));  // UTF-16 surrogate
+
+TEST(DecisionLog, CompletedRequestRecordCarriesTotals) {
+  auto r = sample();
+  r.totals = true;
+  r.bytes_up = 5;
+  auto j = nlohmann::json::parse(to_json_line(r));
+  EXPECT_EQ(j["event"], "decision");
+  EXPECT_EQ(j["bytes_up"], 5);
+  EXPECT_TRUE(j.contains("ms"));
 }
 
 void wait_written(const DecisionLog& log, std::uint64_t n) {

@@ -21,7 +21,8 @@ struct DecisionRecord {
   std::uint64_t id = 0;
   std::int64_t ts_us = 0;  // wall clock, microseconds since the epoch
   const char* src = "proxy";
-  bool close = false;  // false: the decision; true: the connection it allowed has closed
+  bool close = false;   // false: the decision; true: the connection it allowed has closed
+  bool totals = false;  // a decision record written at completion, carrying the totals too
   std::string client;
   std::string method;
   std::string host;
