@@ -11,14 +11,22 @@ namespace {
 constexpr std::uint64_t kIdBlock = 4096;  // ids a producer takes from the shared counter at once
 
 std::string format_ts(std::int64_t ts_us) {
+  // Only the writer thread formats; the calendar part changes once a second.
+  thread_local std::time_t cached_secs = -1;
+  thread_local char cached[32];
   std::time_t secs = ts_us / 1'000'000;
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  char frac[16];
-  std::snprintf(frac, sizeof frac, ".%06dZ", static_cast<int>(ts_us % 1'000'000));
-  return std::string(buf) + frac;
+  if (secs != cached_secs) {
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    std::strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
+    cached_secs = secs;
+  }
+  std::string out(cached);
+  auto frac = static_cast<unsigned>(ts_us % 1'000'000);
+  char digits[8] = {'.', '0', '0', '0', '0', '0', '0', 'Z'};
+  for (int i = 6; i >= 1; --i, frac /= 10) digits[i] = static_cast<char>('0' + frac % 10);
+  out.append(digits, sizeof digits);
+  return out;
 }
 
 // JSON string escaping. Bytes that are not valid UTF-8 (hosts come from the wire) become
@@ -26,6 +34,18 @@ std::string format_ts(std::int64_t ts_us) {
 void append_string(std::string& out, std::string_view v) {
   out.push_back('"');
   for (std::size_t i = 0; i < v.size();) {
+    // Copy the run of plain printable ASCII at once; escape only what needs it.
+    std::size_t run = i;
+    while (run < v.size()) {
+      auto b = static_cast<unsigned char>(v[run]);
+      if (b < 0x20 || b >= 0x80 || b == '"' || b == '\\') break;
+      ++run;
+    }
+    if (run > i) {
+      out.append(v.data() + i, run - i);
+      i = run;
+      continue;
+    }
     auto c = static_cast<unsigned char>(v[i]);
     if (c == '"' || c == '\\') {
       out.push_back('\\');
@@ -181,19 +201,23 @@ void DecisionLog::stop() {
 std::size_t DecisionLog::drain_once() {
   std::size_t n = 0;
   DecisionRecord r;
+  std::vector<std::string> batch;
   for (auto& p : producers_) {
-    while (p->pop(r)) {
-      auto line = to_json_line(r);
-      if (out_) std::fwrite(line.data(), 1, line.size(), out_);
-      {
-        std::lock_guard lock(ring_mu_);
-        ring_.push_back({next_seq_++, std::move(line)});
-        if (ring_.size() > ring_capacity_) ring_.pop_front();
-      }
-      ++n;
+    while (batch.size() < 1024 && p->pop(r)) batch.push_back(to_json_line(r));
+  }
+  if (batch.empty()) return 0;
+  if (out_) {
+    for (const auto& line : batch) std::fwrite(line.data(), 1, line.size(), out_);
+  }
+  {
+    std::lock_guard lock(ring_mu_);  // once per batch, not per record
+    for (auto& line : batch) {
+      ring_.push_back({next_seq_++, std::move(line)});
+      if (ring_.size() > ring_capacity_) ring_.pop_front();
     }
   }
-  if (n) written_.fetch_add(n, std::memory_order_relaxed);
+  n = batch.size();
+  written_.fetch_add(n, std::memory_order_relaxed);
   return n;
 }
 

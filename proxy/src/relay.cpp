@@ -1,11 +1,12 @@
 #include "vibepit/proxy/relay.hpp"
 
 #include <fcntl.h>
-#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <memory>
+#include <string>
 
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/post.hpp>
@@ -51,39 +52,28 @@ void half_close(tcp::socket& to) {
   to.shutdown(tcp::socket::shutdown_send, ignored);
 }
 
-enum class Outcome { eof, failed, splice_refused };
+enum class Outcome { eof, failed, splice_refused, bulk };
 
 // Chunks a pump moves before it lets the other connections on this thread run.
 constexpr int kBurst = 16;
-
-// Asio's reactor is edge-triggered and async_wait() does not look at the socket first, so
-// readiness that arrived before the wait was queued would be missed. poll() asks the kernel
-// for the level state; anything that arrives after it raises a new edge for the wait.
-bool readable_now(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return ::poll(&p, 1, 0) > 0;
-}
-
-asio::awaitable<bool> wait_readable(tcp::socket& s, bool check_first) {
-  if (check_first && readable_now(s.native_handle())) co_return true;
-  asio::error_code ec;
-  co_await s.async_wait(tcp::socket::wait_read, asio::redirect_error(asio::use_awaitable, ec));
-  co_return !ec;
-}
 
 asio::awaitable<void> yield_now() {
   co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
 }
 
+// The sockets are O_NONBLOCK (Asio sets that on their first asynchronous operation), so the
+// pumps call recv/send/splice directly and wait only after EAGAIN: a fresh edge is then
+// guaranteed to wake the wait.
+asio::awaitable<bool> wait(tcp::socket& s, tcp::socket::wait_type type) {
+  asio::error_code ec;
+  co_await s.async_wait(type, asio::redirect_error(asio::use_awaitable, ec));
+  co_return !ec;
+}
+
 // Move bytes with splice() until EOF, error, or the kernel refuses splice for these fds.
-// The socket is read until EAGAIN before waiting again.
 asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
                                      const std::function<void()>& on_activity,
                                      std::uint64_t& counter) {
-  asio::error_code ec;
-  auto tok = asio::redirect_error(asio::use_awaitable, ec);
-  // Wait for the first byte before making the pipe: idle tunnels hold no pipe.
-  if (!co_await wait_readable(from, true)) co_return Outcome::failed;
   Pipe pipe;
   if (!pipe.open()) co_return Outcome::splice_refused;
   int burst = kBurst;
@@ -93,7 +83,7 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {
-        if (!co_await wait_readable(from, false)) co_return Outcome::failed;
+        if (!co_await wait(from, tcp::socket::wait_read)) co_return Outcome::failed;
         burst = kBurst;
         continue;
       }
@@ -109,8 +99,7 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
       if (m < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN) {
-          co_await to.async_wait(tcp::socket::wait_write, tok);
-          if (ec) co_return Outcome::failed;
+          if (!co_await wait(to, tcp::socket::wait_write)) co_return Outcome::failed;
           continue;
         }
         // Bytes are stuck in the pipe: the tunnel cannot continue correctly.
@@ -127,28 +116,49 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
   }
 }
 
+// Copy through a per-thread scratch buffer: a pump holds no memory of its own unless the
+// receiver is slower than the sender, and then only for the bytes it could not take.
+// With `upgrade`, a read that fills the buffer means bulk transfer: hand over to splice.
 asio::awaitable<Outcome> copy_pump(tcp::socket& from, tcp::socket& to,
                                    const std::function<void()>& on_activity,
-                                   std::uint64_t& counter) {
-  asio::error_code ec;
-  auto tok = asio::redirect_error(asio::use_awaitable, ec);
-  // Wait for the first byte before allocating: idle tunnels hold no buffer.
-  if (!co_await wait_readable(from, true)) co_return Outcome::failed;
-  auto buf = std::make_unique<char[]>(kBufferSize);
+                                   std::uint64_t& counter, bool upgrade) {
+  thread_local char scratch[kBufferSize];
   int burst = kBurst;
   for (;;) {
-    std::size_t n = from.read_some(asio::buffer(buf.get(), kBufferSize), ec);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) {
-      if (!co_await wait_readable(from, false)) co_return Outcome::failed;
-      burst = kBurst;
-      continue;
+    ssize_t n = ::recv(from.native_handle(), scratch, sizeof scratch, MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (!co_await wait(from, tcp::socket::wait_read)) co_return Outcome::failed;
+        burst = kBurst;
+        continue;
+      }
+      co_return Outcome::failed;
     }
-    if (ec == asio::error::eof) co_return Outcome::eof;
-    if (ec) co_return Outcome::failed;
-    co_await asio::async_write(to, asio::buffer(buf.get(), n), tok);
-    if (ec) co_return Outcome::failed;
-    counter += n;
+    if (n == 0) co_return Outcome::eof;
+    auto len = static_cast<std::size_t>(n);
+    std::size_t sent = 0;
+    while (sent < len) {
+      ssize_t w = ::send(to.native_handle(), scratch + sent, len - sent,
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) co_return Outcome::failed;
+      if (w > 0) {
+        sent += static_cast<std::size_t>(w);
+        continue;
+      }
+      // The receiver is full: keep the rest privately while we wait, since the scratch
+      // buffer belongs to every pump on this thread.
+      std::string rest(scratch + sent, len - sent);
+      asio::error_code ec;
+      co_await asio::async_write(to, asio::buffer(rest),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return Outcome::failed;
+      sent = len;
+    }
+    counter += len;
     on_activity();
+    if (upgrade && len == sizeof scratch) co_return Outcome::bulk;
     if (--burst == 0) {
       co_await yield_now();
       burst = kBurst;
@@ -159,12 +169,17 @@ asio::awaitable<Outcome> copy_pump(tcp::socket& from, tcp::socket& to,
 asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, bool use_splice,
                            const std::function<void()>& on_activity, std::uint64_t& counter,
                            bool& spliced) {
-  Outcome out = Outcome::splice_refused;
-  if (use_splice) {
+  // Short exchanges (handshakes, requests) cost fewer syscalls as plain copies; splice pays
+  // off once a direction streams, which a full read shows.
+  Outcome out = co_await copy_pump(from, to, on_activity, counter, use_splice);
+  if (out == Outcome::bulk) {
     out = co_await splice_pump(from, to, on_activity, counter);
-    if (out != Outcome::splice_refused) spliced = true;
+    if (out == Outcome::splice_refused) {
+      out = co_await copy_pump(from, to, on_activity, counter, false);
+    } else {
+      spliced = true;
+    }
   }
-  if (out == Outcome::splice_refused) out = co_await copy_pump(from, to, on_activity, counter);
   if (out == Outcome::eof) {
     half_close(to);
   } else {
@@ -178,10 +193,10 @@ asio::awaitable<void> relay(tcp::socket& client, tcp::socket& upstream, bool use
                             const std::function<void()>& on_activity, RelayStats& stats) {
   using namespace asio::experimental::awaitable_operators;
   asio::error_code ignored;
-  // User-level non-blocking: read_some() returns would_block instead of waiting, and the
-  // fds are O_NONBLOCK for splice().
-  client.non_blocking(true, ignored);
-  upstream.non_blocking(true, ignored);
+  // Both sockets have had asynchronous operations, so they are O_NONBLOCK already; this
+  // makes sure of it for a socket that has not.
+  if (!client.native_non_blocking()) client.native_non_blocking(true, ignored);
+  if (!upstream.native_non_blocking()) upstream.native_non_blocking(true, ignored);
   bool spliced_up = false, spliced_down = false;
   co_await (pump(client, upstream, use_splice, on_activity, stats.up, spliced_up) &&
             pump(upstream, client, use_splice, on_activity, stats.down, spliced_down));

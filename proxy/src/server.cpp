@@ -50,7 +50,8 @@ asio::awaitable<void> accept_loop(Worker& w, tcp::acceptor& acceptor) {
   asio::steady_timer backoff(w.io);
   for (;;) {
     tcp::socket sock(w.io);
-    co_await acceptor.async_accept(sock, tok);
+    tcp::endpoint peer;  // from accept itself: no getpeername() per connection
+    co_await acceptor.async_accept(sock, peer, tok);
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
     if (ec) {
       if (out_of_descriptors(ec)) {
@@ -81,7 +82,7 @@ asio::awaitable<void> accept_loop(Worker& w, tcp::acceptor& acceptor) {
       refuse_now(sock, 503, "too many connections (max-connections); retry later");
       continue;
     }
-    std::make_shared<Session>(w, std::move(sock))->start();
+    std::make_shared<Session>(w, std::move(sock), peer)->start();
   }
 }
 

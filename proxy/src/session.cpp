@@ -37,16 +37,13 @@ tcp::endpoint to_endpoint(const policy::IpAddr& ip, std::uint16_t port) {
 
 }  // namespace
 
-Session::Session(Worker& w, tcp::socket client)
+Session::Session(Worker& w, tcp::socket client, const tcp::endpoint& peer)
     : w_(w), client_(std::move(client)), upstream_(w.io), timer_(w.io) {
   w_.sessions.insert(this);
+  auto addr = peer.address();
+  client_text_ = (addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string()) + ":" +
+                 std::to_string(peer.port());
   asio::error_code ec;
-  auto remote = client_.remote_endpoint(ec);
-  if (!ec) {
-    auto addr = remote.address();
-    client_text_ = (addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string()) + ":" +
-                   std::to_string(remote.port());
-  }
   client_.set_option(tcp::no_delay(true), ec);
 }
 

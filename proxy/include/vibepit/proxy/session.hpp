@@ -26,7 +26,7 @@ struct Worker;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(Worker& w, asio::ip::tcp::socket client);
+  Session(Worker& w, asio::ip::tcp::socket client, const asio::ip::tcp::endpoint& peer);
   ~Session();
   void start();
   // Called when the server drains: close now if no request is in progress.
