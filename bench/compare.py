@@ -54,10 +54,11 @@ class BenchTopology(netns.Topology):
         with open(os.path.join(self.etc_dir, "resolv.conf"), "w") as f:
             f.write("nameserver %s\n" % netns.DNS_ADDR)
         # Short connections at tens of thousands per second would otherwise run the namespaces
-        # out of ephemeral ports, held in TIME_WAIT: allow reuse and the full port range.
+        # out of ephemeral ports, held in TIME_WAIT: allow reuse and a wide port range that stays
+        # clear of the peers' fixed listening ports (3128, 8888, 8080, 9001-9003).
         for ns in (self.px, self.net):
             self.run(ns, ["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1",
-                          "net.ipv4.ip_local_port_range=1024 65535"])
+                          "net.ipv4.ip_local_port_range=10000 65535"])
         py = sys.executable
         self.popen(self.net, [py, os.path.join(netns.HERE, "fake_dns.py"), "--listen",
                               netns.DNS_ADDR, "--port", "53", "--stats", self.dns_stats_path],
@@ -189,28 +190,43 @@ def bench(topo, args, timeout):
             " ".join(args), r.returncode, out[-2000:], r.stderr.decode(errors="replace")[-2000:]))
 
 
-def measure(topo, proxy, duration):
-    """The three data-path figures through `proxy` ("none" for the ceiling)."""
+def median_run(runs, key):
+    """The run whose `key` is the median: its latency figures stay consistent with it."""
+    ordered = sorted(runs, key=key)
+    return ordered[len(ordered) // 2]
+
+
+def measure(topo, proxy, duration, repeat):
+    """The three data-path figures through `proxy` ("none" for the ceiling), each the median
+    of `repeat` runs; the spread is kept next to it."""
     host = SERVER if proxy == "none" else "allowed.test"
     res = {}
-    t = bench(topo, ["connect-throughput", "--proxy", proxy, "--target", "%s:%d" % (host, PORTS["source"]),
-                     "--streams", "4", "--duration", str(duration), "--direction", "down"],
-              duration + 60)
+    runs = [bench(topo, ["connect-throughput", "--proxy", proxy, "--target",
+                         "%s:%d" % (host, PORTS["source"]), "--streams", "4",
+                         "--duration", str(duration), "--direction", "down"], duration + 60)
+            for _ in range(repeat)]
+    t = median_run(runs, lambda r: r["results"]["gbit_per_s"])
     res["throughput_gbit"] = t["results"]["gbit_per_s"]
-    r = bench(topo, ["connect-rate", "--proxy", proxy, "--target", "%s:%d" % (host, PORTS["echo"]),
-                     "--concurrency", "32", "--duration", str(duration), "--max", "2000000",
-                     "--linger0"],
-              duration + 60)
+    res["throughput_runs"] = [r["results"]["gbit_per_s"] for r in runs]
+    runs = [bench(topo, ["connect-rate", "--proxy", proxy, "--target", "%s:%d" % (host, PORTS["echo"]),
+                         "--concurrency", "32", "--duration", str(duration), "--max", "2000000",
+                         "--linger0"], duration + 60)
+            for _ in range(repeat)]
+    r = median_run(runs, lambda x: x["results"]["tunnels_per_s"])
     res["rate_per_s"] = r["results"]["tunnels_per_s"]
+    res["rate_runs"] = [x["results"]["tunnels_per_s"] for x in runs]
     res["rate_p50_us"] = r["results"]["latency_us"].get("p50_us")
     res["rate_p99_us"] = r["results"]["latency_us"].get("p99_us")
-    res["rate_errors"] = r["errors"]["total"]
-    h = bench(topo, ["http-rps", "--proxy", proxy, "--url", "http://%s:%d/" % (host, PORTS["http"]),
-                     "--connections", "32", "--duration", str(duration), "--max", "5000000"],
-              duration + 60)
+    res["rate_errors"] = sum(x["errors"]["total"] for x in runs)
+    runs = [bench(topo, ["http-rps", "--proxy", proxy, "--url", "http://%s:%d/" % (host, PORTS["http"]),
+                         "--connections", "32", "--duration", str(duration), "--max", "5000000"],
+                  duration + 60)
+            for _ in range(repeat)]
+    h = median_run(runs, lambda x: x["results"]["requests_per_s"])
     res["http_rps"] = h["results"]["requests_per_s"]
+    res["http_runs"] = [x["results"]["requests_per_s"] for x in runs]
     res["http_p99_us"] = h["results"]["latency_us"].get("p99_us")
-    res["http_errors"] = h["errors"]["total"]
+    res["http_errors"] = sum(x["errors"]["total"] for x in runs)
     return res
 
 
@@ -322,8 +338,9 @@ def render(results, path):
     text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
     block = "\n".join([
         "<!-- compare:begin (written by bench/compare.sh; do not edit by hand) -->",
-        "Run: %s, %s, %d s per measurement, vibepit-proxy threads=%s." % (
-            results["when"], results["machine"], results["duration_s"], results["vibepit_threads"]),
+        "Run: %s, %s, %d s per measurement, median of %d runs, vibepit-proxy threads=%s." % (
+            results["when"], results["machine"], results["duration_s"], results["repeat"],
+            results["vibepit_threads"]),
         "",
         "| measurement | no proxy (ceiling) | vibepit-proxy | squid | tinyproxy |",
         "|---|---|---|---|---|",
@@ -344,6 +361,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--duration", type=int, default=5, help="seconds per measurement")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported")
     ap.add_argument("--threads", type=int, default=0, help="vibepit-proxy threads (0 = per core)")
     ap.add_argument("--idle-count", type=int, default=10000,
                     help="idle tunnels for the memory figure; capped by the open-file limit")
@@ -357,15 +375,16 @@ def main():
 
     results = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
-               "duration_s": args.duration, "vibepit_threads": args.threads, "peers": {}}
+               "duration_s": args.duration, "repeat": args.repeat,
+               "vibepit_threads": args.threads, "peers": {}}
     with BenchTopology(args.bin_dir) as topo:
         print("compare: no proxy (ceiling)", flush=True)
-        results["peers"]["none"] = measure(topo, "none", args.duration)
+        results["peers"]["none"] = measure(topo, "none", args.duration, args.repeat)
         print("  ", results["peers"]["none"], flush=True)
 
         p, addr = start_vibepit(topo, args.threads)
         print("compare: vibepit-proxy", addr, flush=True)
-        results["peers"]["vibepit"] = measure(topo, addr, args.duration)
+        results["peers"]["vibepit"] = measure(topo, addr, args.duration, args.repeat)
         print("  ", results["peers"]["vibepit"], flush=True)
         if args.idle_count:
             # Each tunnel holds two of the proxy's descriptors; keep a margin for the rest.
@@ -383,7 +402,7 @@ def main():
             p, addr = starters[name](topo)
             print("compare:", name, addr, flush=True)
             try:
-                results["peers"][name] = measure(topo, addr, args.duration)
+                results["peers"][name] = measure(topo, addr, args.duration, args.repeat)
             except RuntimeError as e:
                 print("compare: %s failed: %s" % (name, e), flush=True)
                 results["peers"][name] = None

@@ -90,7 +90,7 @@ Resolver::~Resolver() {
   }
 }
 
-bool Resolver::from_cache(const std::string& name, WaiterBase& waiter) {
+bool Resolver::cached(const std::string& name, ResolveResult& out) {
   auto it = cache_.find(name);
   if (it == cache_.end()) return false;
   if (std::chrono::steady_clock::now() >= it->second.expires) {
@@ -99,10 +99,16 @@ bool Resolver::from_cache(const std::string& name, WaiterBase& waiter) {
     return false;
   }
   lru_.splice(lru_.begin(), lru_, it->second.lru);
+  out.ok = true;
+  out.cached = true;
+  out.error.clear();
+  out.addrs = it->second.addrs;
+  return true;
+}
+
+bool Resolver::from_cache(const std::string& name, WaiterBase& waiter) {
   ResolveResult r;
-  r.ok = true;
-  r.cached = true;
-  r.addrs = it->second.addrs;
+  if (!cached(name, r)) return false;
   waiter.complete(std::move(r));
   return true;
 }

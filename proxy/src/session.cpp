@@ -54,7 +54,7 @@ Session::~Session() {
 
 void Session::start() {
   auto self = shared_from_this();
-  asio::co_spawn(w_.io, [self] { return self->watchdog(); }, asio::detached);
+  arm_watchdog();
   asio::co_spawn(w_.io, [self] { return self->run(); }, asio::detached);
 }
 
@@ -81,28 +81,34 @@ void Session::set_deadline(Phase phase, std::chrono::milliseconds d) {
 
 void Session::touch() { deadline_ = clock::now() + w_.cfg.idle_timeout; }
 
-asio::awaitable<void> Session::watchdog() {
-  asio::error_code ec;
-  while (!closed_) {
-    timer_.expires_at(deadline_);
-    co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    if (closed_) break;
-    if (clock::now() < deadline_) continue;  // moved later, or cancelled to move sooner
-    timed_out_ = true;
-    deadline_ = clock::time_point::max();
-    asio::error_code ignored;
-    switch (phase_) {
-      case Phase::read_head:
-        client_.cancel(ignored);  // run() answers 408
-        break;
-      case Phase::connect:
-        upstream_.close(ignored);  // the dial moves on to the next address
-        break;
-      default:
-        close_all();
-        break;
-    }
+// The watchdog is a plain timer handler, not a coroutine: one per connection, re-armed only
+// when a deadline moves earlier or fires.
+void Session::arm_watchdog() {
+  timer_.expires_at(deadline_);
+  timer_.async_wait([self = shared_from_this()](const asio::error_code&) { self->on_watchdog(); });
+}
+
+void Session::on_watchdog() {
+  if (closed_) return;
+  if (clock::now() < deadline_) {  // moved later, or cancelled to move sooner
+    arm_watchdog();
+    return;
   }
+  timed_out_ = true;
+  deadline_ = clock::time_point::max();
+  asio::error_code ignored;
+  switch (phase_) {
+    case Phase::read_head:
+      client_.cancel(ignored);  // run() answers 408
+      break;
+    case Phase::connect:
+      upstream_.close(ignored);  // the dial moves on to the next address
+      break;
+    default:
+      close_all();
+      return;
+  }
+  arm_watchdog();
 }
 
 asio::awaitable<Session::HeadStatus> Session::read_head(RequestHead& head) {
@@ -257,9 +263,12 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
   if (target.ip) {
     candidates.push_back(*target.ip);  // already classified by decide_http
   } else {
-    set_deadline(Phase::resolve, w_.cfg.resolve_timeout + std::chrono::seconds(1));
-    auto result = co_await w_.resolver.async_resolve(target.host, asio::use_awaitable);
-    if (closed_) co_return out;
+    ResolveResult result;
+    if (!w_.resolver.cached(target.host, result)) {
+      set_deadline(Phase::resolve, w_.cfg.resolve_timeout + std::chrono::seconds(1));
+      result = co_await w_.resolver.async_resolve(target.host, asio::use_awaitable);
+      if (closed_) co_return out;
+    }
     if (!result.ok) {
       rec.verdict = policy::Verdict::deny;
       rec.reason = policy::Reason::resolve_failed;

@@ -172,6 +172,7 @@ class SharedResolver {
     EXPECT_EQ(done, n);
     return out;
   }
+  Resolver& resolver() { return resolver_; }
 
  private:
   asio::io_context io_;
@@ -189,6 +190,10 @@ TEST(ResolverCache, SecondLookupIsAnsweredFromCache) {
   EXPECT_TRUE(second[0].cached);
   EXPECT_EQ(second[0].addrs, first[0].addrs);
   EXPECT_EQ(dns.queries(), asked);  // nothing new on the wire
+  ResolveResult direct;
+  ASSERT_TRUE(r.resolver().cached("a.test", direct));  // the synchronous path sees it too
+  EXPECT_EQ(direct.addrs, first[0].addrs);
+  EXPECT_FALSE(r.resolver().cached("other.test", direct));
 }
 
 TEST(ResolverCache, TtlZeroIsNeverCached) {

@@ -52,6 +52,9 @@ class Resolver {
   Resolver(const Resolver&) = delete;
   Resolver& operator=(const Resolver&) = delete;
 
+  // A cache hit answered at once, without a round through the event loop.
+  bool cached(const std::string& name, ResolveResult& out);
+
   // Completion signature void(ResolveResult). The handler always runs later on the loop,
   // never inside the call.
   template <typename Token>

@@ -45,7 +45,8 @@ class Session : public std::enable_shared_from_this<Session> {
   };
 
   asio::awaitable<void> run();
-  asio::awaitable<void> watchdog();
+  void arm_watchdog();
+  void on_watchdog();
   asio::awaitable<HeadStatus> read_head(RequestHead& head);
   asio::awaitable<void> handle_connect(const Authority& target, DecisionRecord& rec);
   // Returns true when the client connection may carry another request.
