@@ -1,6 +1,7 @@
 #include "vibepit/proxy/server.hpp"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <asio/co_spawn.hpp>
@@ -59,10 +60,15 @@ asio::awaitable<void> accept_loop(Worker& w, tcp::acceptor& acceptor) {
         // then back off so a persistent shortage is not a busy loop.
         if (w.spare_fd >= 0) {
           ::close(w.spare_fd);
-          tcp::socket victim(w.io);
-          asio::error_code aec;
-          acceptor.accept(victim, aec);
-          if (!aec) refuse_now(victim, 503, "the proxy is out of file descriptors; retry later");
+          // accept4 on the O_NONBLOCK listener: never blocks, even if the queue emptied.
+          int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+          if (fd >= 0) {
+            auto text = make_error_response(503, "the proxy is out of file descriptors; retry later",
+                                            true);
+            [[maybe_unused]] auto sent = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
+            ::close(fd);
+          }
           w.spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
         }
         spdlog::warn("accept: {} (backing off 50 ms)", ec.message());

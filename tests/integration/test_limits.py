@@ -5,6 +5,7 @@ shutdown on SIGTERM, and configuration errors (exit status 2)."""
 import json
 import signal
 import threading
+import os
 import time
 
 from harness import base
@@ -183,6 +184,68 @@ class MaxConnectionsTest(base.TopologyCase):
                 break
             time.sleep(0.1)
         self.assertEqual(r.http_code, 200, "slots not released after clients left: %r%s" % (r, p.diag()))
+
+
+class DescriptorExhaustionTest(base.TopologyCase):
+    """accept() failing with EMFILE must not crash, spin, or hurt established tunnels."""
+
+    def cpu_seconds(self, pid):
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def test_out_of_descriptors_then_recovers(self):
+        # A hard limit low enough to reach with a few dozen idle clients.
+        p = self.start_proxy(allow_http=RULES, threads=1, header_timeout_ms=20000,
+                             argv_prefix=["prlimit", "--nofile=48:48", "--"])
+        tunnel, resp = self.tunnel("allowed.test:443", proxy=p)
+        self.assertEqual(resp.status, 200, p.diag())
+        flood = []
+        refused = 0
+        try:
+            for _ in range(60):
+                try:
+                    flood.append(RawConn(self.topo, p.port, timeout=2))
+                except OSError:
+                    break
+            time.sleep(0.5)
+            # Clients beyond the limit are answered 503 and closed, or wait in the backlog.
+            for c in flood:
+                c.sock.settimeout(0.05)
+                try:
+                    data = c.sock.recv(4096)
+                    if data.startswith(b"HTTP/1.1 503"):
+                        refused += 1
+                except OSError:
+                    pass
+            self.assertGreater(refused, 0, "no client was told 503" + p.diag())
+            # No busy loop while the shortage lasts.
+            before = self.cpu_seconds(p.proc.pid)
+            time.sleep(1.0)
+            spent = self.cpu_seconds(p.proc.pid) - before
+            self.assertLess(spent, 0.5, "proxy spun at %.2fs CPU/s while out of fds" % spent)
+            # The established tunnel keeps working.
+            tunnel.sock.sendall(b"still here")
+            got = b""
+            tunnel.sock.settimeout(3)
+            while len(got) < 10:
+                chunk = tunnel.sock.recv(100)
+                if not chunk:
+                    break
+                got += chunk
+            self.assertEqual(got, b"still here")
+            self.assertTrue(p.alive())
+        finally:
+            for c in flood:
+                c.close()
+        # Descriptors freed: new clients are served again.
+        deadline = time.monotonic() + 5
+        while True:
+            r = self.curl("http://allowed.test/", proxy=p, timeout=3)
+            if r.http_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertEqual(r.http_code, 200, "not recovered: %r%s" % (r, p.diag()))
 
 
 class ShutdownTest(base.TopologyCase):

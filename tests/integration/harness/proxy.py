@@ -46,6 +46,8 @@ class Proxy:
         self.binary = os.path.join(bin_dir, "vibepit-proxy")
         self.name = "proxy%d" % _n[0]
         self.log_path = os.path.join(topo.tmp, self.name + "-decisions.ndjson")
+        # argv_prefix runs the proxy under a wrapper, e.g. ["prlimit", "--nofile=64:64", "--"].
+        self.argv_prefix = list(overrides.pop("argv_prefix", None) or [])
         self.config = dict(BASE_CONFIG)
         self.config["decision-log"] = self.log_path
         for k, v in overrides.items():
@@ -63,7 +65,7 @@ class Proxy:
 
     def spawn(self, raw_config=None, extra_args=None):
         self.write_config(raw_config)
-        argv = [self.binary, "--config", self.config_path] + list(extra_args or [])
+        argv = self.argv_prefix + [self.binary, "--config", self.config_path] + list(extra_args or [])
         self.stderr_file = open(self.stderr_path, "wb")
         self.proc = self.topo.popen(self.topo.px, argv, stdout=self.stderr_file, stderr=self.stderr_file)
         self.stderr_file.close()
