@@ -7,14 +7,8 @@
 #include <string_view>
 
 #include "vibepit/proxy/authority.hpp"
+#include "fuzz_check.hpp"
 
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      std::fprintf(stderr, "%s:%d: CHECK(%s)\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                          \
-    }                                                                        \
-  } while (0)
 
 namespace {
 

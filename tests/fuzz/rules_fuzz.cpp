@@ -9,14 +9,8 @@
 
 #include "vibepit/policy/decision.hpp"
 #include "vibepit/policy/snapshot.hpp"
+#include "fuzz_check.hpp"
 
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      std::fprintf(stderr, "%s:%d: CHECK(%s)\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                          \
-    }                                                                        \
-  } while (0)
 
 namespace {
 

@@ -163,6 +163,16 @@ class ConcurrencyTest(base.TopologyCase):
         self.assertEqual({r["id"] for r in decisions}, {r["id"] for r in closes})
 
 
+def served_again(case, proxy, within):
+    """Retry a plain GET until it gets 200 or `within` seconds pass; the last curl result."""
+    deadline = time.monotonic() + within
+    while True:
+        r = case.curl("http://allowed.test/", proxy=proxy, timeout=3)
+        if r.http_code == 200 or time.monotonic() > deadline:
+            return r
+        time.sleep(0.1)
+
+
 class MaxConnectionsTest(base.TopologyCase):
 
     def test_over_the_limit_then_recovers(self):
@@ -177,12 +187,7 @@ class MaxConnectionsTest(base.TopologyCase):
         finally:
             for c in conns:
                 c.close()
-        deadline = time.monotonic() + 3
-        while True:
-            r = self.curl("http://allowed.test/", proxy=p, timeout=3)
-            if r.http_code == 200 or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        r = served_again(self, p, within=3)
         self.assertEqual(r.http_code, 200, "slots not released after clients left: %r%s" % (r, p.diag()))
 
 
@@ -239,12 +244,7 @@ class DescriptorExhaustionTest(base.TopologyCase):
             for c in flood:
                 c.close()
         # Descriptors freed: new clients are served again.
-        deadline = time.monotonic() + 5
-        while True:
-            r = self.curl("http://allowed.test/", proxy=p, timeout=3)
-            if r.http_code == 200 or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        r = served_again(self, p, within=5)
         self.assertEqual(r.http_code, 200, "not recovered: %r%s" % (r, p.diag()))
 
 

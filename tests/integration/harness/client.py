@@ -15,7 +15,18 @@ import time
 from . import fake_upstream
 
 
-class Response:
+class BodyMixin:
+    """`text` and `json()` views of a `body` in bytes."""
+
+    @property
+    def text(self):
+        return self.body.decode("utf-8", "replace")
+
+    def json(self):
+        return json.loads(self.body)
+
+
+class Response(BodyMixin):
     def __init__(self, status_line, headers, body):
         self.status_line = status_line
         parts = status_line.split(" ", 2)
@@ -28,13 +39,6 @@ class Response:
     def header(self, name):
         vals = [v for k, v in self.headers if k.lower() == name.lower()]
         return vals[0] if vals else None
-
-    @property
-    def text(self):
-        return self.body.decode("utf-8", "replace")
-
-    def json(self):
-        return json.loads(self.body)
 
     def __repr__(self):
         return "<Response %r body=%r>" % (self.status_line, self.body[:300])
@@ -171,7 +175,7 @@ def connect_tunnel(topo, port, target, timeout=5.0, extra_headers=""):
 
 # ------------------------------------------------------------------ curl
 
-class CurlResult:
+class CurlResult(BodyMixin):
     def __init__(self, proc, body, headers_text):
         self.rc = proc.returncode
         self.stderr = proc.stderr.decode("utf-8", "replace")
@@ -183,13 +187,6 @@ class CurlResult:
         first = self.transfers[0] if self.transfers else (0, 0, -1)
         self.http_code, self.connect_code, self.num_connects = first
         self.stdout = proc.stdout
-
-    @property
-    def text(self):
-        return self.body.decode("utf-8", "replace")
-
-    def json(self):
-        return json.loads(self.body)
 
     def __repr__(self):
         return "<curl rc=%d http=%d connect=%d stderr=%r body=%r>" % (
