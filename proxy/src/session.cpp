@@ -38,7 +38,7 @@ tcp::endpoint to_endpoint(const policy::IpAddr& ip, std::uint16_t port) {
 }  // namespace
 
 Session::Session(Worker& w, tcp::socket client, const tcp::endpoint& peer)
-    : w_(w), client_(std::move(client)), upstream_(w.io), timer_(w.io) {
+    : w_(w), client_(std::move(client)), upstream_(w.io) {
   w_.sessions.insert(this);
   auto addr = peer.address();
   client_text_ = (addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string()) + ":" +
@@ -54,7 +54,6 @@ Session::~Session() {
 
 void Session::start() {
   auto self = shared_from_this();
-  arm_watchdog();
   asio::co_spawn(w_.io, [self] { return self->run(); }, asio::detached);
 }
 
@@ -67,33 +66,20 @@ void Session::close_all() {
   asio::error_code ignored;
   client_.close(ignored);
   upstream_.close(ignored);
-  timer_.cancel();
 }
 
 void Session::set_deadline(Phase phase, std::chrono::milliseconds d) {
   phase_ = phase;
   timed_out_ = false;
-  auto next = clock::now() + d;
-  bool sooner = next < deadline_;
-  deadline_ = next;
-  if (sooner) timer_.cancel();  // the watchdog re-arms for the earlier time
+  deadline_ = clock::now() + d;
 }
 
 void Session::touch() { deadline_ = clock::now() + w_.cfg.idle_timeout; }
 
-// The watchdog is a plain timer handler, not a coroutine: one per connection, re-armed only
-// when a deadline moves earlier or fires.
-void Session::arm_watchdog() {
-  timer_.expires_at(deadline_);
-  timer_.async_wait([self = shared_from_this()](const asio::error_code&) { self->on_watchdog(); });
-}
-
-void Session::on_watchdog() {
-  if (closed_) return;
-  if (clock::now() < deadline_) {  // moved later, or cancelled to move sooner
-    arm_watchdog();
-    return;
-  }
+// Called by the worker's sweep (every 100 ms): no timer per connection, so a deadline
+// costs a store, and thousands of idle tunnels cost no timer-queue work.
+void Session::check_deadline(clock::time_point now) {
+  if (closed_ || now < deadline_) return;
   timed_out_ = true;
   deadline_ = clock::time_point::max();
   asio::error_code ignored;
@@ -106,9 +92,8 @@ void Session::on_watchdog() {
       break;
     default:
       close_all();
-      return;
+      break;
   }
-  arm_watchdog();
 }
 
 asio::awaitable<Session::HeadStatus> Session::read_head(RequestHead& head) {

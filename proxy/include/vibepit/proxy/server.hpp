@@ -12,6 +12,7 @@
 
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
 
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/config.hpp"
@@ -39,6 +40,7 @@ struct Worker {
   Resolver resolver;
   std::vector<asio::ip::tcp::acceptor> acceptors;
   int spare_fd = -1;  // released to accept-and-refuse when the process is out of fds
+  asio::steady_timer sweeper{io};  // enforces every session's deadline, 10 times a second
 };
 
 class ProxyServer {

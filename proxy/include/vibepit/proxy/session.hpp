@@ -12,7 +12,6 @@
 
 #include <asio/awaitable.hpp>
 #include <asio/ip/tcp.hpp>
-#include <asio/steady_timer.hpp>
 
 #include "vibepit/policy/decision.hpp"
 #include "vibepit/proxy/authority.hpp"
@@ -31,6 +30,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void start();
   // Called when the server drains: close now if no request is in progress.
   void on_drain();
+  // Act on a passed deadline (the worker sweeps its sessions periodically).
+  void check_deadline(std::chrono::steady_clock::time_point now);
 
  private:
   using clock = std::chrono::steady_clock;
@@ -45,8 +46,6 @@ class Session : public std::enable_shared_from_this<Session> {
   };
 
   asio::awaitable<void> run();
-  void arm_watchdog();
-  void on_watchdog();
   asio::awaitable<HeadStatus> read_head(RequestHead& head);
   asio::awaitable<void> handle_connect(const Authority& target, DecisionRecord& rec);
   // Returns true when the client connection may carry another request.
@@ -73,7 +72,6 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::ip::tcp::socket upstream_;
   std::string upstream_key_;  // "host:port" the open upstream connection was dialled for
   std::string upstream_addr_;
-  asio::steady_timer timer_;
   clock::time_point deadline_ = clock::time_point::max();
   Phase phase_ = Phase::wait_request;
   bool timed_out_ = false;
