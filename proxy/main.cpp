@@ -4,9 +4,9 @@
 #include <csignal>
 #include <iostream>
 
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/config.hpp"
@@ -53,8 +53,7 @@ int main(int argc, char** argv) {
   try {
     cfg = vibepit::proxy::load_config(config_path);
   } catch (const vibepit::proxy::ConfigError& e) {
-    std::cerr << "vibepit-proxy: invalid configuration " << config_path << ": " << e.what()
-              << "\n";
+    std::cerr << "vibepit-proxy: invalid configuration " << config_path << ": " << e.what() << "\n";
     return 2;
   }
   if (check_only) {

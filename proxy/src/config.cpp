@@ -21,14 +21,17 @@ std::uint16_t parse_port(std::string_view digits) {
   return static_cast<std::uint16_t>(value);
 }
 
-std::string type_name(const json& v) { return v.type_name(); }
+std::string type_name(const json& v) {
+  return v.type_name();
+}
 
 std::vector<std::string> string_list(const json& v, const std::string& key) {
   if (!v.is_array()) throw ConfigError(key, "must be a list of strings, got " + type_name(v));
   std::vector<std::string> out;
   for (const auto& item : v) {
     if (!item.is_string()) {
-      throw ConfigError(key, "must be a list of strings, got an element of type " + type_name(item));
+      throw ConfigError(key,
+                        "must be a list of strings, got an element of type " + type_name(item));
     }
     out.push_back(item.get<std::string>());
   }

@@ -5,7 +5,6 @@
 #include <stdexcept>
 #include <string_view>
 
-
 namespace vibepit::proxy {
 namespace {
 constexpr std::uint64_t kIdBlock = 4096;  // ids a producer takes from the shared counter at once

@@ -106,12 +106,13 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
     co_return false;
   }
   if (host_header) {
-    auto parsed = parse_authority(*host_header, auth.port == 80 ? std::optional<std::uint16_t>(80)
-                                                                : std::nullopt);
+    auto parsed = parse_authority(
+        *host_header, auth.port == 80 ? std::optional<std::uint16_t>(80) : std::nullopt);
     auto* h = std::get_if<Authority>(&parsed);
     if (!h || h->host != auth.host || h->port != auth.port) {
-      co_await refuse(400, "the Host header \"" + std::string(host_header->substr(0, 256)) +
-                               "\" does not match the request URI authority " + auth.display(),
+      co_await refuse(400,
+                      "the Host header \"" + std::string(host_header->substr(0, 256)) +
+                          "\" does not match the request URI authority " + auth.display(),
                       true);
       co_return false;
     }
@@ -130,9 +131,9 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
   bool expect_continue = false;
   if (auto e = head.find("expect")) expect_continue = iequals(*e, "100-continue");
 
-  std::string host_value = auth.port == 80 ? (auth.ip && auth.ip->v6 ? "[" + auth.host + "]"
-                                                                     : auth.host)
-                                           : auth.display();
+  std::string host_value = auth.port == 80
+                               ? (auth.ip && auth.ip->v6 ? "[" + auth.host + "]" : auth.host)
+                               : auth.display();
   std::string upstream_head = rewrite_request_head(head, target.path, host_value);
   if (expect_continue) {
     // We answer the 100 ourselves once the request is allowed, so drop the expectation.
@@ -178,9 +179,9 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
     } else {
       // Upload and download run together: a server may answer before the body ends.
       using namespace asio::experimental::awaitable_operators;
-      auto [sent, answered] = co_await (forward_request_body(framing, up, framing_error) &&
-                                        forward_response(method, client_keep_alive, keep_client,
-                                                         rec));
+      auto [sent, answered] =
+          co_await (forward_request_body(framing, up, framing_error) &&
+                    forward_response(method, client_keep_alive, keep_client, rec));
       ok = sent && answered;
       if (!sent) keep_client = false;
     }
@@ -191,8 +192,8 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
         co_await refuse(400, "invalid chunked request body: " + framing_error, true);
       } else {
         rec.status = 502;
-        co_await refuse(502, "the upstream server closed the connection or sent an invalid response",
-                        true);
+        co_await refuse(
+            502, "the upstream server closed the connection or sent an invalid response", true);
       }
       keep_client = false;
     } else if (!ok) {
@@ -210,8 +211,8 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
 
 asio::awaitable<bool> Session::forward_request_body(const Framing& framing, std::uint64_t& bytes,
                                                     std::string& framing_error) {
-  auto r = co_await pass_body(client_, inbuf_, upstream_, framing, bytes, [this] { touch(); },
-                              framing_error);
+  auto r = co_await pass_body(
+      client_, inbuf_, upstream_, framing, bytes, [this] { touch(); }, framing_error);
   if (r != Pass::ok) {
     // The upstream must not wait for the rest of a body that will never come.
     asio::error_code ignored;
@@ -245,8 +246,8 @@ asio::awaitable<bool> Session::forward_response(std::string_view method, bool cl
     auto framing_or = response_framing(rh, req_method);
     if (std::holds_alternative<FramingError>(framing_or)) co_return false;
     auto framing = std::get<Framing>(framing_or);
-    bool upstream_keep = wants_keep_alive(rh.version_minor, rh.headers) &&
-                         framing.kind != BodyKind::until_close;
+    bool upstream_keep =
+        wants_keep_alive(rh.version_minor, rh.headers) && framing.kind != BodyKind::until_close;
     keep_client = client_keep_alive && framing.kind != BodyKind::until_close;
 
     auto out = with_connection(rewrite_response_head(rh), keep_client);
@@ -262,8 +263,9 @@ asio::awaitable<bool> Session::forward_response(std::string_view method, bool cl
     if (!co_await send(out)) co_return false;
     std::uint64_t down = out.size();
     std::string ignored_error;
-    bool ok = co_await pass_body(upstream_, upbuf_, client_, framing, down, [this] { touch(); },
-                                 ignored_error) == Pass::ok;
+    bool ok = co_await pass_body(
+                  upstream_, upbuf_, client_, framing, down, [this] { touch(); }, ignored_error) ==
+              Pass::ok;
     rec.bytes_down = down;
     if (!ok) {
       keep_client = false;

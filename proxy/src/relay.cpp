@@ -10,8 +10,8 @@
 
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/post.hpp>
-#include <asio/this_coro.hpp>
 #include <asio/redirect_error.hpp>
+#include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
@@ -120,8 +120,8 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
 // receiver is slower than the sender, and then only for the bytes it could not take.
 // With `upgrade`, a read that fills the buffer means bulk transfer: hand over to splice.
 asio::awaitable<Outcome> copy_pump(tcp::socket& from, tcp::socket& to,
-                                   const std::function<void()>& on_activity,
-                                   std::uint64_t& counter, bool upgrade) {
+                                   const std::function<void()>& on_activity, std::uint64_t& counter,
+                                   bool upgrade) {
   thread_local char scratch[kBufferSize];
   int burst = kBurst;
   for (;;) {
@@ -139,8 +139,8 @@ asio::awaitable<Outcome> copy_pump(tcp::socket& from, tcp::socket& to,
     auto len = static_cast<std::size_t>(n);
     std::size_t sent = 0;
     while (sent < len) {
-      ssize_t w = ::send(to.native_handle(), scratch + sent, len - sent,
-                         MSG_DONTWAIT | MSG_NOSIGNAL);
+      ssize_t w =
+          ::send(to.native_handle(), scratch + sent, len - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
       if (w < 0 && errno == EINTR) continue;
       if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) co_return Outcome::failed;
       if (w > 0) {

@@ -1,7 +1,7 @@
 #include "vibepit/proxy/resolver.hpp"
 
-#include <arpa/inet.h>
 #include <ares.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -76,7 +76,8 @@ Resolver::Resolver(asio::io_context& io, const std::vector<Endpoint>& servers,
   rc = ares_set_servers_ports_csv(channel_, csv.c_str());
   if (rc != ARES_SUCCESS) {
     ares_destroy(channel_);
-    throw std::runtime_error("c-ares: cannot use upstream-dns \"" + csv + "\": " + ares_strerror(rc));
+    throw std::runtime_error("c-ares: cannot use upstream-dns \"" + csv +
+                             "\": " + ares_strerror(rc));
   }
 }
 
@@ -203,8 +204,8 @@ void Resolver::on_sock_state(void* data, int fd, int readable, int writable) {
 
 void Resolver::watch(const std::shared_ptr<Watch>& w, bool read) {
   (read ? w->reading : w->writing) = true;
-  auto type = read ? asio::posix::stream_descriptor::wait_read
-                   : asio::posix::stream_descriptor::wait_write;
+  auto type =
+      read ? asio::posix::stream_descriptor::wait_read : asio::posix::stream_descriptor::wait_write;
   w->sd.async_wait(type, [this, w, read, alive = alive_](const asio::error_code& ec) {
     if (!*alive) return;
     (read ? w->reading : w->writing) = false;

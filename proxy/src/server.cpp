@@ -4,14 +4,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
 #include <asio/co_spawn.hpp>
-#include <asio/ip/v6_only.hpp>
 #include <asio/detached.hpp>
+#include <asio/ip/v6_only.hpp>
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
-#include <spdlog/spdlog.h>
 
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/session.hpp"
@@ -61,11 +61,11 @@ asio::awaitable<void> accept_loop(Worker& w, tcp::acceptor& acceptor) {
         if (w.spare_fd >= 0) {
           ::close(w.spare_fd);
           // accept4 on the O_NONBLOCK listener: never blocks, even if the queue emptied.
-          int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr,
-                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+          int fd =
+              ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
           if (fd >= 0) {
-            auto text = make_error_response(503, "the proxy is out of file descriptors; retry later",
-                                            true);
+            auto text =
+                make_error_response(503, "the proxy is out of file descriptors; retry later", true);
             [[maybe_unused]] auto sent = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
             ::close(fd);
           }

@@ -54,7 +54,8 @@ Session::~Session() {
 
 void Session::start() {
   auto self = shared_from_this();
-  asio::co_spawn(w_.io, [self] { return self->run(); }, asio::detached);
+  asio::co_spawn(
+      w_.io, [self] { return self->run(); }, asio::detached);
 }
 
 void Session::on_drain() {
@@ -74,7 +75,9 @@ void Session::set_deadline(Phase phase, std::chrono::milliseconds d) {
   deadline_ = clock::now() + d;
 }
 
-void Session::touch() { deadline_ = clock::now() + w_.cfg.idle_timeout; }
+void Session::touch() {
+  deadline_ = clock::now() + w_.cfg.idle_timeout;
+}
 
 // Called by the worker's sweep (every 100 ms): no timer per connection, so a deadline
 // costs a store, and thousands of idle tunnels cost no timer-queue work.
@@ -156,8 +159,10 @@ asio::awaitable<void> Session::run() {
         rec.gen = w_.store.generation();
         emit(std::move(rec));
       }
-      co_await refuse(400, "invalid request target \"" + std::string(head.target.substr(0, 256)) +
-                               "\": " + err->what, true);
+      co_await refuse(400,
+                      "invalid request target \"" + std::string(head.target.substr(0, 256)) +
+                          "\": " + err->what,
+                      true);
       break;
     }
     auto& target = std::get<Target>(parsed);
@@ -178,8 +183,9 @@ asio::awaitable<void> Session::run() {
       // Built outside the co_await: GCC 12 mishandles conditional temporaries there.
       std::string why = "unsupported URL scheme \"" + target.scheme + "\"";
       if (target.scheme == "https") {
-        why = "https:// URLs must be tunnelled: use CONNECT host:443 (set HTTPS_PROXY, not "
-              "an http:// URL with an https target)";
+        why =
+            "https:// URLs must be tunnelled: use CONNECT host:443 (set HTTPS_PROXY, not "
+            "an http:// URL with an https target)";
       }
       co_await refuse(400, std::move(why), true);
       break;
@@ -200,7 +206,9 @@ DecisionRecord Session::new_record(std::string_view method, const Authority& tar
   return rec;
 }
 
-void Session::emit(DecisionRecord rec) { w_.log.push(std::move(rec)); }
+void Session::emit(DecisionRecord rec) {
+  w_.log.push(std::move(rec));
+}
 
 void Session::emit_close(DecisionRecord rec, clock::time_point started) {
   rec.close = true;
@@ -227,8 +235,10 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
       out.message = "access to " + display + " denied: the address is in the blocked range " +
                     d.range + ". No rule can allow it.";
     } else {
-      out.message = "access to " + display + " denied: not allowlisted.\nTo allow it, run: "
-                    "vibepit allow-http " + display;
+      out.message = "access to " + display +
+                    " denied: not allowlisted.\nTo allow it, run: "
+                    "vibepit allow-http " +
+                    display;
     }
     co_return out;
   }
@@ -259,8 +269,8 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
       rec.reason = policy::Reason::resolve_failed;
       rec.detail = result.error;
       out.status = 502;
-      out.message = "could not resolve " + target.host + " (" + result.error +
-                    "); the request was not sent.";
+      out.message =
+          "could not resolve " + target.host + " (" + result.error + "); the request was not sent.";
       co_return out;
     }
     // Classify every address; only those that pass may be dialled. No second lookup.
@@ -348,8 +358,8 @@ asio::awaitable<void> Session::handle_connect(const Authority& target, DecisionR
     inbuf_.shrink_to_fit();  // an idle tunnel keeps no head buffer
     if (!ec) {
       touch();
-      co_await relay(client_, upstream_, w_.cfg.splice == SpliceMode::automatic,
-                     [this] { touch(); }, stats);
+      co_await relay(
+          client_, upstream_, w_.cfg.splice == SpliceMode::automatic, [this] { touch(); }, stats);
     }
   }
   rec.bytes_up = stats.up;

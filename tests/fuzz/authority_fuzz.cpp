@@ -6,9 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "vibepit/proxy/authority.hpp"
 #include "fuzz_check.hpp"
-
+#include "vibepit/proxy/authority.hpp"
 
 namespace {
 

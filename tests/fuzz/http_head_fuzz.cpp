@@ -6,11 +6,10 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz_check.hpp"
 #include "vibepit/proxy/authority.hpp"
 #include "vibepit/proxy/http_body.hpp"
 #include "vibepit/proxy/http_head.hpp"
-#include "fuzz_check.hpp"
-
 
 namespace {
 

@@ -7,10 +7,9 @@
 #include <string_view>
 #include <variant>
 
+#include "fuzz_check.hpp"
 #include "vibepit/policy/decision.hpp"
 #include "vibepit/policy/snapshot.hpp"
-#include "fuzz_check.hpp"
-
 
 namespace {
 

@@ -93,7 +93,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"{" BASE R"(, "allow-http": "example.com:443"})", "allow-http",
                   "list of strings"},
         // invalid rule: names the entry
-        BadConfig{"{" BASE R"(, "allow-http": ["ok.com:443", "*:443"]})", "allow-http", "\"*:443\""},
+        BadConfig{"{" BASE R"(, "allow-http": ["ok.com:443", "*:443"]})", "allow-http",
+                  "\"*:443\""},
         BadConfig{"{" BASE R"(, "allow-dns": ["a..b"]})", "allow-dns", "a..b"},
         BadConfig{"{" BASE R"(, "block-cidr": ["10.0.0.1/8"]})", "block-cidr", "10.0.0.1/8"},
         // negative and zero timeouts are refused

@@ -31,9 +31,8 @@ TEST(DecisionLog, DecisionLineHasTheContractFields) {
   auto line = to_json_line(sample());
   ASSERT_EQ(line.back(), '\n');
   auto j = nlohmann::json::parse(line);
-  for (const char* key :
-       {"id", "ts", "src", "client", "method", "host", "port", "verdict", "reason", "rule",
-        "addr", "gen"}) {
+  for (const char* key : {"id", "ts", "src", "client", "method", "host", "port", "verdict",
+                          "reason", "rule", "addr", "gen"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["src"], "proxy");
@@ -76,14 +75,15 @@ TEST_P(DecisionLogEscaping, EveryLineIsValidJson) {
 INSTANTIATE_TEST_SUITE_P(
     Table, DecisionLogEscaping,
     ::testing::Values(
-        Escape{"plain.example", "plain.example"},              // nothing to escape
-        Escape{"q\"uote\\back", "q\"uote\\back"},            // JSON metacharacters
-        Escape{"line\nbreak\ttab\x01", "line\nbreak\ttab\x01"},  // control bytes as \\u00XX
-        Escape{"caf\xc3\xa9", "caf\xc3\xa9"},                  // valid UTF-8 kept
+        Escape{"plain.example", "plain.example"},                      // nothing to escape
+        Escape{"q\"uote\\back", "q\"uote\\back"},                      // JSON metacharacters
+        Escape{"line\nbreak\ttab\x01", "line\nbreak\ttab\x01"},        // control bytes as \\u00XX
+        Escape{"caf\xc3\xa9", "caf\xc3\xa9"},                          // valid UTF-8 kept
         Escape{"bad\xff\xfehost", "bad\xef\xbf\xbd\xef\xbf\xbdhost"},  // invalid bytes -> U+FFFD
         Escape{"trunc\xe2\x82", "trunc\xef\xbf\xbd\xef\xbf\xbd"},      // cut sequence
         Escape{"over\xc0\xaf", "over\xef\xbf\xbd\xef\xbf\xbd"},        // overlong '/'
-        Escape{"surr\xed\xa0\x80", "surr\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}));  // UTF-16 surrogate
+        Escape{"surr\xed\xa0\x80",
+               "surr\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"}));  // UTF-16 surrogate
 
 TEST(DecisionLog, CompletedRequestRecordCarriesTotals) {
   auto r = sample();

@@ -36,7 +36,7 @@ class Relay : public ::testing::TestWithParam<bool> {};
 
 TEST_P(Relay, CarriesBothDirectionsIntactAndPropagatesHalfClose) {
   asio::io_context io;
-  auto [client_app, client_side] = socket_pair(io);   // app <-> proxy's client socket
+  auto [client_app, client_side] = socket_pair(io);    // app <-> proxy's client socket
   auto [upstream_side, server_app] = socket_pair(io);  // proxy's upstream socket <-> server
 
   const auto up = pattern(3 * 1024 * 1024 + 17, 1);
@@ -47,7 +47,8 @@ TEST_P(Relay, CarriesBothDirectionsIntactAndPropagatesHalfClose) {
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
-        co_await relay(client_side, upstream_side, GetParam(), [&] { ++activity; }, stats);
+        co_await relay(
+            client_side, upstream_side, GetParam(), [&] { ++activity; }, stats);
         relay_done = true;
       },
       asio::detached);
@@ -88,7 +89,8 @@ TEST_P(Relay, ResetOnOneSideClosesTheOther) {
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
-        co_await relay(client_side, upstream_side, GetParam(), [] {}, stats);
+        co_await relay(
+            client_side, upstream_side, GetParam(), [] {}, stats);
         relay_done = true;
       },
       asio::detached);
@@ -127,7 +129,8 @@ TEST_P(Relay, BytesBufferedBeforeTheRelayStartsAreForwardedWithoutMoreTraffic) {
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
-        co_await relay(client_side, upstream_side, GetParam(), [] {}, stats);
+        co_await relay(
+            client_side, upstream_side, GetParam(), [] {}, stats);
       },
       asio::detached);
   std::string got(burst.size(), '\0');

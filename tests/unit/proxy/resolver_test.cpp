@@ -19,8 +19,8 @@ using asio::ip::udp;
 // With `silent`, it counts queries but never answers.
 class FakeDns {
  public:
-  explicit FakeDns(bool silent) : sock_(io_, udp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
-                                  silent_(silent) {
+  explicit FakeDns(bool silent)
+      : sock_(io_, udp::endpoint(asio::ip::make_address("127.0.0.1"), 0)), silent_(silent) {
     thread_ = std::thread([this] { serve(); });
   }
   ~FakeDns() {

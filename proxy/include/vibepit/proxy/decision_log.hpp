@@ -30,9 +30,9 @@ struct DecisionRecord {
   policy::Verdict verdict = policy::Verdict::deny;
   policy::Reason reason = policy::Reason::not_allowlisted;
   std::string rule;
-  std::string range;   // the blocked range, for blocked_address
-  std::string addr;    // the address dialled
-  std::string detail;  // a short human explanation
+  std::string range;         // the blocked range, for blocked_address
+  std::string addr;          // the address dialled
+  std::string detail;        // a short human explanation
   std::uint16_t status = 0;  // HTTP status sent to the client
   std::uint64_t gen = 0;
   std::uint64_t bytes_up = 0;

@@ -39,7 +39,7 @@ struct Worker {
   std::atomic<std::size_t>& active;  // connections open across all workers
   Resolver resolver;
   std::vector<asio::ip::tcp::acceptor> acceptors;
-  int spare_fd = -1;  // released to accept-and-refuse when the process is out of fds
+  int spare_fd = -1;               // released to accept-and-refuse when the process is out of fds
   asio::steady_timer sweeper{io};  // enforces every session's deadline, 10 times a second
 };
 
