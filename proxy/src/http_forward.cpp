@@ -1,11 +1,11 @@
 // Plain-HTTP forwarding (absolute-form requests) for Session: each request on a client
 // connection is decided on its own, then forwarded in origin-form with hop-by-hop headers
 // removed; bodies pass through unchanged, framed exactly as parsed.
-#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
+#include "vibepit/proxy/join.hpp"
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/server.hpp"
 #include "vibepit/proxy/session.hpp"
@@ -27,6 +27,9 @@ asio::awaitable<bool> fill(tcp::socket& s, std::string& buf, asio::error_code& e
 }
 
 enum class Pass { ok, bad_framing, failed };
+
+// Adapt a coroutine's result for both(): keep it in `out`.
+asio::awaitable<void> store(asio::awaitable<bool> op, bool& out) { out = co_await std::move(op); }
 
 // Forward a framed body from `buf` (bytes already read) and then `from`, to `to`, unchanged.
 // Bytes past the body stay in `buf`. A chunked body is validated as it passes.
@@ -178,10 +181,9 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
       ok = co_await forward_response(method, client_keep_alive, keep_client, rec);
     } else {
       // Upload and download run together: a server may answer before the body ends.
-      using namespace asio::experimental::awaitable_operators;
-      auto [sent, answered] =
-          co_await (forward_request_body(framing, up, framing_error) &&
-                    forward_response(method, client_keep_alive, keep_client, rec));
+      bool sent = false, answered = false;
+      co_await both(store(forward_request_body(framing, up, framing_error), sent),
+                    store(forward_response(method, client_keep_alive, keep_client, rec), answered));
       ok = sent && answered;
       if (!sent) keep_client = false;
     }

@@ -1,5 +1,7 @@
 #include "vibepit/proxy/relay.hpp"
 
+#include "vibepit/proxy/join.hpp"
+
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -8,7 +10,6 @@
 #include <memory>
 #include <string>
 
-#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/this_coro.hpp>
@@ -191,15 +192,14 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, bool use_splice,
 
 asio::awaitable<void> relay(tcp::socket& client, tcp::socket& upstream, bool use_splice,
                             const std::function<void()>& on_activity, RelayStats& stats) {
-  using namespace asio::experimental::awaitable_operators;
   asio::error_code ignored;
   // Both sockets have had asynchronous operations, so they are O_NONBLOCK already; this
   // makes sure of it for a socket that has not.
   if (!client.native_non_blocking()) client.native_non_blocking(true, ignored);
   if (!upstream.native_non_blocking()) upstream.native_non_blocking(true, ignored);
   bool spliced_up = false, spliced_down = false;
-  co_await (pump(client, upstream, use_splice, on_activity, stats.up, spliced_up) &&
-            pump(upstream, client, use_splice, on_activity, stats.down, spliced_down));
+  co_await both(pump(client, upstream, use_splice, on_activity, stats.up, spliced_up),
+                pump(upstream, client, use_splice, on_activity, stats.down, spliced_down));
   stats.spliced = spliced_up || spliced_down;
 }
 
