@@ -29,7 +29,9 @@ asio::awaitable<bool> fill(tcp::socket& s, std::string& buf, asio::error_code& e
 enum class Pass { ok, bad_framing, failed };
 
 // Adapt a coroutine's result for both(): keep it in `out`.
-asio::awaitable<void> store(asio::awaitable<bool> op, bool& out) { out = co_await std::move(op); }
+asio::awaitable<void> store(asio::awaitable<bool> op, bool& out) {
+  out = co_await std::move(op);
+}
 
 // Forward a framed body from `buf` (bytes already read) and then `from`, to `to`, unchanged.
 // Bytes past the body stay in `buf`. A chunked body is validated as it passes.
