@@ -379,7 +379,7 @@ asio::awaitable<void> Session::refuse(int status, std::string message, bool clos
   auto text = make_error_response(status, message, close);
   co_await send(text);
   if (close) {
-    // Let the response reach the client before the FIN; the watchdog bounds this.
+    // Let the response reach the client before the FIN; the deadline sweep bounds this.
     asio::error_code ignored;
     client_.shutdown(tcp::socket::shutdown_send, ignored);
   }
