@@ -30,7 +30,7 @@ TEST(ClassifyTest, Ipv4) {
   const Case cases[] = {
       {"203.0.113.7", "", "", ""},                                 // documentation, public
       {"198.51.100.1", "", "", ""},                                // documentation, public
-      {"8.8.8.8", "", "", ""},                                     // public
+      {"93.184.216.34", "", "", ""},                               // public
       {"9.255.255.255", "", "", ""},                               // just below 10/8
       {"10.0.0.0", "10.0.0.0/8", "private", ""},                   // first of 10/8
       {"10.255.255.255", "10.0.0.0/8", "private", ""},             // last of 10/8
