@@ -13,6 +13,7 @@
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 
+#include "vibepit/proxy/endpoint.hpp"
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/session.hpp"
 
@@ -20,16 +21,6 @@ namespace vibepit::proxy {
 namespace {
 
 using asio::ip::tcp;
-
-tcp::endpoint to_asio(const Endpoint& e) {
-  if (e.addr.v6) {
-    asio::ip::address_v6::bytes_type b;
-    std::copy(e.addr.bytes.begin(), e.addr.bytes.end(), b.begin());
-    return {asio::ip::address_v6(b), e.port};
-  }
-  const auto& b = e.addr.bytes;
-  return {asio::ip::address_v4({b[0], b[1], b[2], b[3]}), e.port};
-}
 
 // Best effort, never blocking: a refused client gets a clear status, not a silent reset.
 void refuse_now(tcp::socket& s, int status, std::string_view why) {
@@ -136,7 +127,7 @@ ProxyServer::~ProxyServer() {
 std::vector<tcp::endpoint> ProxyServer::listen() {
   std::vector<tcp::endpoint> bound;
   for (const auto& ep : cfg_.proxy_listen) {
-    auto want = to_asio(ep);
+    auto want = to_tcp_endpoint(ep.addr, ep.port);
     for (auto& w : workers_) {
       tcp::acceptor a(w->io);
       a.open(want.protocol());

@@ -9,6 +9,7 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
+#include "vibepit/proxy/endpoint.hpp"
 #include "vibepit/proxy/relay.hpp"
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/server.hpp"
@@ -24,15 +25,6 @@ std::int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-tcp::endpoint to_endpoint(const policy::IpAddr& ip, std::uint16_t port) {
-  if (ip.v6) {
-    asio::ip::address_v6::bytes_type b;
-    std::copy(ip.bytes.begin(), ip.bytes.end(), b.begin());
-    return {asio::ip::address_v6(b), port};
-  }
-  return {asio::ip::address_v4({ip.bytes[0], ip.bytes[1], ip.bytes[2], ip.bytes[3]}), port};
 }
 
 }  // namespace
@@ -304,7 +296,7 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
     asio::error_code ec;
     upstream_ = tcp::socket(w_.io);
     set_deadline(Phase::connect, w_.cfg.connect_timeout);
-    co_await upstream_.async_connect(to_endpoint(ip, target.port),
+    co_await upstream_.async_connect(to_tcp_endpoint(ip, target.port),
                                      asio::redirect_error(asio::use_awaitable, ec));
     if (closed_) co_return out;
     if (!ec) {
