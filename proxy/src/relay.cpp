@@ -167,9 +167,12 @@ asio::awaitable<Outcome> copy_pump(tcp::socket& from, tcp::socket& to,
   }
 }
 
+// `other_eof` is shared by the two pumps of one tunnel. The direction that reaches EOF
+// second closes both sockets instead of shutting one down: the close carries the FIN and
+// saves a syscall. Both receive queues are drained by then, so the close sends FIN, not RST.
 asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, bool use_splice,
                            const std::function<void()>& on_activity, std::uint64_t& counter,
-                           bool& spliced) {
+                           bool& spliced, bool& other_eof) {
   // Short exchanges (handshakes, requests) cost fewer syscalls as plain copies; splice pays
   // off once a direction streams, which a full read shows.
   Outcome out = co_await copy_pump(from, to, on_activity, counter, use_splice);
@@ -182,6 +185,11 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, bool use_splice,
     }
   }
   if (out == Outcome::eof) {
+    if (other_eof) {
+      close_both(from, to);
+      co_return;
+    }
+    other_eof = true;
     half_close(to);
   } else {
     close_both(from, to);
@@ -197,9 +205,9 @@ asio::awaitable<void> relay(tcp::socket& client, tcp::socket& upstream, bool use
   // makes sure of it for a socket that has not.
   if (!client.native_non_blocking()) client.native_non_blocking(true, ignored);
   if (!upstream.native_non_blocking()) upstream.native_non_blocking(true, ignored);
-  bool spliced_up = false, spliced_down = false;
-  co_await both(pump(client, upstream, use_splice, on_activity, stats.up, spliced_up),
-                pump(upstream, client, use_splice, on_activity, stats.down, spliced_down));
+  bool spliced_up = false, spliced_down = false, one_eof = false;
+  co_await both(pump(client, upstream, use_splice, on_activity, stats.up, spliced_up, one_eof),
+                pump(upstream, client, use_splice, on_activity, stats.down, spliced_down, one_eof));
   stats.spliced = spliced_up || spliced_down;
 }
 

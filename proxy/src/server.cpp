@@ -136,6 +136,9 @@ std::vector<tcp::endpoint> ProxyServer::listen() {
       // Each worker has its own accept queue on the same port: the kernel spreads clients.
       ::setsockopt(a.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
       if (want.address().is_v6()) a.set_option(asio::ip::v6_only(true));
+      // Accepted sockets inherit TCP_NODELAY from the listener on Linux: one setsockopt
+      // here instead of one per connection.
+      a.set_option(tcp::no_delay(true));
       a.bind(want);
       a.listen(asio::socket_base::max_listen_connections);
       want = a.local_endpoint();  // port 0: the other workers join the chosen port

@@ -35,8 +35,7 @@ Session::Session(Worker& w, tcp::socket client, const tcp::endpoint& peer)
   auto addr = peer.address();
   client_text_ = (addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string()) + ":" +
                  std::to_string(peer.port());
-  asio::error_code ec;
-  client_.set_option(tcp::no_delay(true), ec);
+  // TCP_NODELAY comes from the listening socket (ProxyServer::listen).
 }
 
 Session::~Session() {

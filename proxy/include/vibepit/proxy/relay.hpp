@@ -1,7 +1,7 @@
 #pragma once
 // The tunnel relay: two half-duplex pumps. Each direction keeps at most one read in flight
 // and reads again only after its write completed (that is the backpressure). EOF on one
-// side shuts down the other side's send direction; any error closes both.
+// side shuts down the other side's send direction; EOF on both, or any error, closes both.
 // With splice, bytes move socket -> pipe -> socket inside the kernel.
 #include <cstdint>
 #include <functional>
