@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Side-by-side proxy benchmark in network namespaces, all in one run.
 
-Topology (tests/integration/harness/netns.py): namespace "px" holds the proxy under test
-and the load generator, which talk over 127.0.0.1; namespace "net" is the fake internet,
-where `vibepit-bench serve` listens on 198.51.100.10 and a fake DNS server answers
-allowed.test -> 198.51.100.10. Every byte crosses the veth pair between them.
+Topology: the load generator runs in its own namespace "sb", as the agent does in its own
+container. It reaches namespace "px", which holds the proxy under test, over a veth pair
+(sb 192.0.2.2, px 192.0.2.1). Namespace "net" is the fake internet
+(tests/integration/harness/netns.py): `vibepit-bench serve` listens on 198.51.100.10 and a
+fake DNS server answers allowed.test -> 198.51.100.10. With no proxy (the ceiling), px
+forwards the packets as a router would; with a proxy, px terminates both connections.
+Every byte crosses both veth pairs either way.
 
 Measured for each of: no proxy (the ceiling), vibepit-proxy, squid, tinyproxy, each with
 the same allowlist (allowed.test, any port):
@@ -36,6 +39,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from harness import netns  # noqa: E402
 
 SERVER = "198.51.100.10"
+SB_ADDR, PROXY_ADDR = "192.0.2.2", "192.0.2.1"  # RFC 5737 TEST-NET-1, inside our namespaces
 PORTS = {"discard": 9001, "source": 9002, "echo": 9003, "http": 8080}
 
 
@@ -45,6 +49,30 @@ class BenchTopology(netns.Topology):
     def __init__(self, bin_dir):
         super().__init__(ipv6=False)
         self.bin_dir = bin_dir
+
+    def _create_network(self):
+        super()._create_network()
+        # The client namespace, as a sandbox container is: its only neighbour is px.
+        self.sb = self.px[:-2] + "sb"
+        self.extra_ns.append(self.sb)
+        ip = lambda *a: self.run_ip(*a)
+        ip("netns", "add", self.sb)
+        ip("-n", self.sb, "link", "set", "lo", "up")
+        ip("link", "add", "vs0", "netns", self.sb, "type", "veth", "peer", "name", "vp1", "netns", self.px)
+        ip("-n", self.sb, "addr", "add", SB_ADDR + "/24", "dev", "vs0")
+        ip("-n", self.px, "addr", "add", PROXY_ADDR + "/24", "dev", "vp1")
+        ip("-n", self.sb, "link", "set", "vs0", "up")
+        ip("-n", self.px, "link", "set", "vp1", "up")
+        # The ceiling: sb reaches the fake internet through px, routed, with no proxy.
+        ip("-n", self.sb, "route", "add", "198.51.100.0/24", "via", PROXY_ADDR)
+        ip("-n", self.net, "route", "add", "192.0.2.0/24", "via", netns.PX_V4)
+        self.run(self.px, ["sysctl", "-qw", "net.ipv4.ip_forward=1"])
+
+    @staticmethod
+    def run_ip(*args):
+        r = subprocess.run(["ip"] + list(args), capture_output=True, text=True, timeout=20)
+        if r.returncode != 0:
+            raise RuntimeError("ip %s: %s" % (" ".join(args), r.stderr.strip()))
 
     def _start_fakes(self):
         # Peers that use the system resolver (tinyproxy) must ask our fake DNS server:
@@ -56,7 +84,7 @@ class BenchTopology(netns.Topology):
         # Short connections at tens of thousands per second would otherwise run the namespaces
         # out of ephemeral ports, held in TIME_WAIT: allow reuse and a wide port range that stays
         # clear of the peers' fixed listening ports (3128, 8888, 8080, 9001-9003).
-        for ns in (self.px, self.net):
+        for ns in (self.sb, self.px, self.net):
             self.run(ns, ["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1",
                           "net.ipv4.ip_local_port_range=10000 65535"])
         py = sys.executable
@@ -74,7 +102,7 @@ class BenchTopology(netns.Topology):
                 raise RuntimeError("fake DNS did not start: " + self.read_log("fake_dns"))
             time.sleep(0.05)
         for port in PORTS.values():
-            self.wait_port(self.px, SERVER, port)
+            self.wait_port(self.sb, SERVER, port)  # also proves the routed path works
 
     def close(self):
         super().close()
@@ -104,7 +132,7 @@ def wait_for_listen(topo, proc, log, pattern, timeout=15):
 
 def start_vibepit(topo, threads):
     cfg = {
-        "proxy-listen": ["127.0.0.1:0"],
+        "proxy-listen": [PROXY_ADDR + ":0"],
         "upstream-dns": [netns.DNS_ADDR],
         "allow-http": ["allowed.test:*"],
         "decision-log": os.path.join(topo.tmp, "decisions.ndjson"),
@@ -116,8 +144,8 @@ def start_vibepit(topo, threads):
         json.dump(cfg, f)
     p = topo.popen(topo.px, [topo.bin("vibepit-proxy"), "--config", path],
                    log="vibepit")
-    m = wait_for_listen(topo, p, "vibepit", r"listening proxy 127\.0\.0\.1:(\d+)")
-    return p, "127.0.0.1:%s" % m.group(1)
+    m = wait_for_listen(topo, p, "vibepit", r"listening proxy 192\.0\.2\.1:(\d+)")
+    return p, "%s:%s" % (PROXY_ADDR, m.group(1))
 
 
 def start_squid(topo):
@@ -125,7 +153,7 @@ def start_squid(topo):
     os.makedirs(d, exist_ok=True)
     conf = os.path.join(d, "squid.conf")
     with open(conf, "w") as f:
-        f.write("""http_port 127.0.0.1:3128
+        f.write("""http_port {listen}:3128
 pid_filename {d}/squid.pid
 cache_effective_user proxy
 cache deny all
@@ -142,12 +170,12 @@ acl allowed dstdomain allowed.test
 acl CONNECT method CONNECT
 http_access allow allowed
 http_access deny all
-""".format(d=d, dns=netns.DNS_ADDR))
+""".format(d=d, dns=netns.DNS_ADDR, listen=PROXY_ADDR))
     shutil.chown(d, "proxy")
     os.chmod(topo.tmp, 0o755)  # squid runs as "proxy" and must reach its directory
     p = topo.popen(topo.px, ["squid", "-N", "-f", conf], log="squid")
-    topo.wait_port(topo.px, "127.0.0.1", 3128, timeout=20)
-    return p, "127.0.0.1:3128"
+    topo.wait_port(topo.px, PROXY_ADDR, 3128, timeout=20)
+    return p, PROXY_ADDR + ":3128"
 
 
 def start_tinyproxy(topo):
@@ -158,10 +186,10 @@ def start_tinyproxy(topo):
     conf = os.path.join(d, "tinyproxy.conf")
     with open(conf, "w") as f:
         f.write("""Port 8888
-Listen 127.0.0.1
+Listen {listen}
 Timeout 600
 MaxClients 1000
-Allow 127.0.0.1
+Allow {client}
 Filter "{d}/filter"
 FilterDefaultDeny Yes
 FilterURLs Off
@@ -169,18 +197,18 @@ FilterExtended On
 LogLevel Warning
 LogFile "{d}/tinyproxy.log"
 PidFile "{d}/tinyproxy.pid"
-""".format(d=d))
+""".format(d=d, listen=PROXY_ADDR, client=SB_ADDR))
     os.chmod(d, 0o777)
     os.chmod(topo.tmp, 0o755)
     p = topo.popen(topo.px, ["tinyproxy", "-d", "-c", conf], log="tinyproxy")
-    topo.wait_port(topo.px, "127.0.0.1", 8888, timeout=20)
-    return p, "127.0.0.1:8888"
+    topo.wait_port(topo.px, PROXY_ADDR, 8888, timeout=20)
+    return p, PROXY_ADDR + ":8888"
 
 
 # ------------------------------------------------------------------ measurements
 
 def bench(topo, args, timeout):
-    r = topo.run(topo.px, [topo.bin("vibepit-bench")] + args,
+    r = topo.run(topo.sb, [topo.bin("vibepit-bench")] + args,
                  timeout=timeout)
     out = r.stdout.decode(errors="replace")
     try:
@@ -249,7 +277,7 @@ def idle_memory(topo, proc, proxy, count, hold):
     if os.path.exists(ready):
         os.unlink(ready)
     out = os.path.join(topo.tmp, "idle.json")
-    p = topo.popen(topo.px, [topo.bin("vibepit-bench"), "idle-tunnels",
+    p = topo.popen(topo.sb, [topo.bin("vibepit-bench"), "idle-tunnels",
                              "--proxy", proxy, "--target", "allowed.test:%d" % PORTS["discard"],
                              "--count", str(count), "--hold", str(hold), "--ready-file", ready,
                              "--out", out], log="idle")

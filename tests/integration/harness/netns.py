@@ -46,7 +46,7 @@ NET_CANARIES = ["10.0.0.1", "169.254.169.254"]
 PX_CANARIES = ["127.0.0.1", "::1"]
 HTTP_PORTS, ECHO_PORT, BULK_PORT = [80, 8080, 8443], 443, 9000
 
-_NAME_RE = re.compile(r"^vpt(\d+)n\d+(px|net)$")
+_NAME_RE = re.compile(r"^vpt(\d+)n\d+(px|net|sb)$")
 _TMP_RE = re.compile(r"^vpt(\d+)n\d+-\w+$")
 _libc = ctypes.CDLL(None, use_errno=True)
 _CLONE_NEWNET = 0x40000000
@@ -132,6 +132,7 @@ class Topology:
         _counter[0] += 1
         base = "vpt%dn%d" % (os.getpid(), _counter[0])
         self.px, self.net = base + "px", base + "net"
+        self.extra_ns = []  # namespaces a subclass adds; deleted with the others
         self.ipv6_wanted = ipv6
         self.ipv6 = False
         self.tmp = tempfile.mkdtemp(prefix=base + "-")
@@ -237,7 +238,7 @@ class Topology:
         self._closed = True
         for p in list(self.procs):
             self.stop_process(p)
-        for ns in (self.px, self.net):
+        for ns in [self.px, self.net] + self.extra_ns:
             _ip("netns", "del", ns, check=False)
         if os.environ.get("VIBEPIT_IT_KEEP_TMP"):
             sys.stderr.write("harness: kept %s\n" % self.tmp)
