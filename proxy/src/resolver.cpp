@@ -11,20 +11,6 @@
 
 namespace vibepit::proxy {
 
-struct Resolver::Watch {
-  Watch(asio::io_context& io, int f) : fd(f), sd(io, f) {}
-  int fd;
-  asio::posix::stream_descriptor sd;
-  bool want_read = false, want_write = false;
-  bool reading = false, writing = false;
-  bool closed = false;
-};
-
-void resolver_library_init() {
-  static const int rc = ares_library_init(ARES_LIB_INIT_ALL);
-  if (rc != ARES_SUCCESS) throw std::runtime_error(std::string("c-ares: ") + ares_strerror(rc));
-}
-
 struct Resolver::Query {
   Resolver* self;
   std::string name;
@@ -32,63 +18,12 @@ struct Resolver::Query {
 
 Resolver::Resolver(asio::io_context& io, const std::vector<Endpoint>& servers,
                    std::chrono::milliseconds timeout, CacheLimits limits)
-    : io_(io), timer_(io), limits_(limits) {
-  ares_options opts{};
-  int mask = 0;
-  opts.sock_state_cb = &Resolver::on_sock_state;
-  opts.sock_state_cb_data = this;
-  mask |= ARES_OPT_SOCK_STATE_CB;
-  // c-ares doubles the wait on each retry: timeout/3 + 2*timeout/3 is the whole budget.
-  opts.timeout = std::max<int>(1, static_cast<int>(timeout.count() / 3));
-  mask |= ARES_OPT_TIMEOUTMS;
-  opts.tries = 2;
-  mask |= ARES_OPT_TRIES;
-  opts.flags = ARES_FLAG_NOSEARCH | ARES_FLAG_NOALIASES;
-  mask |= ARES_OPT_FLAGS;
-  // DNS only: the host's /etc/hosts must not answer for the sandbox ("localhost", ...).
-  char lookups[] = "b";
-  opts.lookups = lookups;
-  mask |= ARES_OPT_LOOKUPS;
-  opts.ndomains = 0;
-  opts.domains = nullptr;
-  mask |= ARES_OPT_DOMAINS;
-  // Every name is asked as given (ndots 0), including single-label names.
-  opts.ndots = 0;
-  mask |= ARES_OPT_NDOTS;
-  opts.sortlist = nullptr;
-  opts.nsort = 0;
-  mask |= ARES_OPT_SORTLIST;
-  // Every option resolv.conf could supply is set here, so c-ares does not read it; the
-  // servers are replaced with upstream-dns (with ports) right after.
-  in_addr none{};
-  opts.servers = &none;
-  opts.nservers = 1;
-  mask |= ARES_OPT_SERVERS;
-
-  int rc = ares_init_options(&channel_, &opts, mask);
-  if (rc != ARES_SUCCESS) throw std::runtime_error(std::string("c-ares: ") + ares_strerror(rc));
-
-  std::string csv;
-  for (const auto& s : servers) {
-    if (!csv.empty()) csv += ',';
-    csv += s.to_string();
-  }
-  rc = ares_set_servers_ports_csv(channel_, csv.c_str());
-  if (rc != ARES_SUCCESS) {
-    ares_destroy(channel_);
-    throw std::runtime_error("c-ares: cannot use upstream-dns \"" + csv +
-                             "\": " + ares_strerror(rc));
-  }
-}
+    : io_(io), limits_(limits), channel_(io, servers, AresOptions{timeout, false, false}) {}
 
 Resolver::~Resolver() {
+  // Pending lookups complete with ARES_EDESTRUCTION when channel_ goes; their handlers
+  // are posted, not run.
   *alive_ = false;
-  // Pending lookups complete with ARES_EDESTRUCTION; their handlers are posted, not run.
-  ares_destroy(channel_);
-  for (auto& [fd, w] : watches_) {
-    w->closed = true;
-    w->sd.release();
-  }
 }
 
 bool Resolver::cached(const std::string& name, ResolveResult& out) {
@@ -124,8 +59,9 @@ void Resolver::start(std::string name, std::unique_ptr<WaiterBase> waiter) {
   // NOSORT: c-ares would otherwise connect() probe sockets to sort by route.
   hints.ai_flags = ARES_AI_NOSORT;
   auto* query = new Query{this, std::move(name)};
-  ares_getaddrinfo(channel_, query->name.c_str(), nullptr, &hints, &Resolver::on_addrinfo, query);
-  rearm_timer();
+  ares_getaddrinfo(channel_.get(), query->name.c_str(), nullptr, &hints, &Resolver::on_addrinfo,
+                   query);
+  channel_.rearm_timer();
 }
 
 void Resolver::finish(const std::string& name, const ResolveResult& r, int ttl) {
@@ -178,59 +114,6 @@ void Resolver::on_addrinfo(void* arg, int status, int /*timeouts*/, ares_addrinf
   if (res) ares_freeaddrinfo(res);
   if (!r.ok) ttl = 0;
   query->self->finish(query->name, r, ttl);
-}
-
-void Resolver::on_sock_state(void* data, int fd, int readable, int writable) {
-  auto* self = static_cast<Resolver*>(data);
-  auto it = self->watches_.find(fd);
-  if (!readable && !writable) {
-    // c-ares is about to close fd: stop watching it and let go without closing it.
-    if (it != self->watches_.end()) {
-      it->second->closed = true;
-      it->second->sd.release();
-      self->watches_.erase(it);
-    }
-    return;
-  }
-  if (it == self->watches_.end()) {
-    it = self->watches_.emplace(fd, std::make_shared<Watch>(self->io_, fd)).first;
-  }
-  auto w = it->second;
-  w->want_read = readable;
-  w->want_write = writable;
-  if (w->want_read && !w->reading) self->watch(w, true);
-  if (w->want_write && !w->writing) self->watch(w, false);
-}
-
-void Resolver::watch(const std::shared_ptr<Watch>& w, bool read) {
-  (read ? w->reading : w->writing) = true;
-  auto type =
-      read ? asio::posix::stream_descriptor::wait_read : asio::posix::stream_descriptor::wait_write;
-  w->sd.async_wait(type, [this, w, read, alive = alive_](const asio::error_code& ec) {
-    if (!*alive) return;
-    (read ? w->reading : w->writing) = false;
-    if (ec || w->closed) return;
-    ares_process_fd(channel_, read ? w->fd : ARES_SOCKET_BAD, read ? ARES_SOCKET_BAD : w->fd);
-    // The callback may have closed the socket or changed what c-ares wants.
-    if (!w->closed && (read ? w->want_read : w->want_write) && !(read ? w->reading : w->writing)) {
-      watch(w, read);
-    }
-    rearm_timer();
-  });
-}
-
-void Resolver::rearm_timer() {
-  timeval tv{};
-  if (!ares_timeout(channel_, nullptr, &tv)) {
-    timer_.cancel();
-    return;
-  }
-  timer_.expires_after(std::chrono::seconds(tv.tv_sec) + std::chrono::microseconds(tv.tv_usec));
-  timer_.async_wait([this, alive = alive_](const asio::error_code& ec) {
-    if (!*alive || ec) return;
-    ares_process_fd(channel_, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
-    rearm_timer();
-  });
 }
 
 }  // namespace vibepit::proxy

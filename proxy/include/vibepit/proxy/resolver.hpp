@@ -1,8 +1,6 @@
 #pragma once
-// Asynchronous name resolution with c-ares on an Asio event loop. One Resolver per
-// io_context (c-ares channels are single-threaded). c-ares reports each socket it wants
-// watched through its socket-state callback; we wait for readiness with Asio and drive
-// ares_process_fd, and one timer drives c-ares' own timeouts. Only the configured servers
+// Asynchronous name resolution with c-ares on an Asio event loop (AresChannel). One
+// Resolver per io_context (c-ares channels are single-threaded). Only the configured servers
 // are used: never /etc/resolv.conf, never /etc/hosts.
 //
 // Answers are cached for their DNS TTL (capped), and concurrent lookups of one name share
@@ -23,9 +21,9 @@
 #include <asio/steady_timer.hpp>
 
 #include "vibepit/policy/ip.hpp"
+#include "vibepit/proxy/ares_channel.hpp"
 #include "vibepit/proxy/config.hpp"
 
-struct ares_channeldata;
 struct ares_addrinfo;
 
 namespace vibepit::proxy {
@@ -81,7 +79,6 @@ class Resolver {
     H handler;
     asio::io_context& io_;
   };
-  struct Watch;
   struct Query;
   struct CacheEntry {
     std::vector<policy::IpAddr> addrs;
@@ -92,23 +89,17 @@ class Resolver {
   void start(std::string name, std::unique_ptr<WaiterBase> waiter);
   void finish(const std::string& name, const ResolveResult& r, int ttl);
   bool from_cache(const std::string& name, WaiterBase& waiter);
-  static void on_sock_state(void* data, int fd, int readable, int writable);
   static void on_addrinfo(void* arg, int status, int timeouts, ares_addrinfo* res);
-  void watch(const std::shared_ptr<Watch>& w, bool read);
-  void rearm_timer();
 
   asio::io_context& io_;
-  ares_channeldata* channel_ = nullptr;
-  asio::steady_timer timer_;
-  std::unordered_map<int, std::shared_ptr<Watch>> watches_;
   CacheLimits limits_;
   std::unordered_map<std::string, CacheEntry> cache_;
   std::list<std::string> lru_;  // most recently used first
   std::unordered_map<std::string, std::vector<std::unique_ptr<WaiterBase>>> inflight_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // Last, so it is destroyed first: its pending lookups complete (ARES_EDESTRUCTION) while
+  // the cache and the waiters they touch still exist.
+  AresChannel channel_;
 };
-
-// Call once per process before any Resolver is made.
-void resolver_library_init();
 
 }  // namespace vibepit::proxy
