@@ -63,6 +63,10 @@ std::string_view to_string(Reason r) {
       return "resolve_failed";
     case Reason::invalid_target:
       return "invalid_target";
+    case Reason::rate_limited:
+      return "rate_limited";
+    case Reason::overloaded:
+      return "overloaded";
   }
   return "unknown";
 }

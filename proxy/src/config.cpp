@@ -71,7 +71,103 @@ std::chrono::milliseconds duration_ms(const json& v, const std::string& key) {
   return std::chrono::milliseconds(bounded_number(v, key, 1, 86'400'000));
 }
 
+std::uint32_t seconds(const json& v, const std::string& key, std::uint64_t hi) {
+  return static_cast<std::uint32_t>(bounded_number(v, key, 0, hi));
+}
+
+// The dns-* keys. Returns false when `key` is not one of them.
+bool parse_dns_key(const std::string& key, const json& v, DnsConfig& dns) {
+  if (key == "dns-listen") {
+    dns.listen = endpoint_list(v, key, 0);
+  } else if (key == "dns-deny-rcode") {
+    if (v == "REFUSED") {
+      dns.deny_nxdomain = false;
+    } else if (v == "NXDOMAIN") {
+      dns.deny_nxdomain = true;
+    } else {
+      throw ConfigError(key, "must be \"REFUSED\" or \"NXDOMAIN\", got " + v.dump());
+    }
+  } else if (key == "dns-qtypes") {
+    dns.qtypes.clear();
+    for (const auto& name : string_list(v, key)) {
+      auto t = dns_type_from_name(name);
+      if (!t) {
+        throw ConfigError(key,
+                          "\"" + name + "\" is not a DNS type name (A, AAAA, TXT, ... or TYPEn)");
+      }
+      if (*t == 255 || *t == 252 || *t == 251) {
+        throw ConfigError(
+            key,
+            "\"" + name +
+                "\" cannot be allowed: ANY gets the RFC 8482 answer, zone transfers are refused");
+      }
+      dns.qtypes.push_back(*t);
+    }
+  } else if (key == "dns-cache-entries") {
+    dns.cache_entries = bounded_number(v, key, 0, 10'000'000);
+  } else if (key == "dns-cache-min-ttl") {
+    dns.cache_min_ttl = seconds(v, key, 86'400);
+  } else if (key == "dns-cache-max-ttl") {
+    dns.cache_max_ttl = seconds(v, key, 7 * 86'400);
+  } else if (key == "dns-cache-max-negative-ttl") {
+    dns.cache_max_negative_ttl = seconds(v, key, 86'400);
+  } else if (key == "dns-client-qps") {
+    dns.client_qps = static_cast<std::uint32_t>(bounded_number(v, key, 0, 10'000'000));
+  } else if (key == "dns-client-burst") {
+    dns.client_burst = static_cast<std::uint32_t>(bounded_number(v, key, 1, 10'000'000));
+  } else if (key == "dns-max-pending") {
+    dns.max_pending = bounded_number(v, key, 1, 1'000'000);
+  } else if (key == "dns-timeout-ms") {
+    dns.timeout = duration_ms(v, key);
+  } else if (key == "dns-udp-payload") {
+    dns.udp_payload = static_cast<std::uint16_t>(bounded_number(v, key, 512, 4096));
+  } else if (key == "dns-tcp-idle-ms") {
+    dns.tcp_idle = duration_ms(v, key);
+  } else if (key == "dns-max-tcp") {
+    dns.max_tcp = bounded_number(v, key, 1, 1'000'000);
+  } else if (key == "dns-max-qname") {
+    dns.max_qname = bounded_number(v, key, 1, 253);
+  } else if (key == "dns-max-label") {
+    dns.max_label = bounded_number(v, key, 1, 63);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+namespace {
+constexpr std::pair<std::string_view, std::uint16_t> kDnsTypes[] = {
+    {"A", 1},      {"NS", 2},     {"CNAME", 5},   {"SOA", 6},   {"PTR", 12},   {"HINFO", 13},
+    {"MX", 15},    {"TXT", 16},   {"AAAA", 28},   {"SRV", 33},  {"NAPTR", 35}, {"DS", 43},
+    {"SSHFP", 44}, {"RRSIG", 46}, {"DNSKEY", 48}, {"TLSA", 52}, {"SVCB", 64},  {"HTTPS", 65},
+    {"IXFR", 251}, {"AXFR", 252}, {"ANY", 255},   {"CAA", 257},
+};
+}  // namespace
+
+std::optional<std::uint16_t> dns_type_from_name(std::string_view name) {
+  for (const auto& [text, type] : kDnsTypes) {
+    if (name == text) return type;
+  }
+  // RFC 3597 generic form: TYPE1 .. TYPE65535, no leading zero.
+  if (name.size() > 4 && name.size() <= 9 && name.starts_with("TYPE") && name[4] != '0') {
+    std::uint32_t n = 0;
+    for (char c : name.substr(4)) {
+      if (c < '0' || c > '9') return std::nullopt;
+      n = n * 10 + static_cast<std::uint32_t>(c - '0');
+    }
+    if (n <= 65535) return static_cast<std::uint16_t>(n);
+  }
+  return std::nullopt;
+}
+
+std::string dns_type_name(std::uint16_t type) {
+  for (const auto& [text, t] : kDnsTypes) {
+    if (t == type) return std::string(text);
+  }
+  return "TYPE" + std::to_string(type);
+}
 
 std::string Endpoint::to_string() const {
   auto host = addr.to_string();
@@ -165,11 +261,16 @@ Config parse_config(std::string_view json_text) {
       cfg.max_connections = bounded_number(v, key, 1, 1'000'000);
     } else if (key == "decision-ring") {
       cfg.decision_ring = bounded_number(v, key, 1, 10'000'000);
+    } else if (parse_dns_key(key, v, cfg.dns)) {
+      // handled
     } else {
       throw ConfigError(key, "unknown key (see docs/config.md for the keys)");
     }
   }
   if (!have_listen) throw ConfigError("proxy-listen", "is required");
+  if (cfg.dns.cache_min_ttl > cfg.dns.cache_max_ttl) {
+    throw ConfigError("dns-cache-min-ttl", "is larger than dns-cache-max-ttl");
+  }
   if (cfg.upstream_dns.empty()) {
     throw ConfigError("upstream-dns", "is required: the proxy never reads the host's resolv.conf");
   }

@@ -1,5 +1,7 @@
 #include "vibepit/proxy/decision_log.hpp"
 
+#include "vibepit/proxy/config.hpp"
+
 #include <bit>
 #include <chrono>
 #include <stdexcept>
@@ -99,6 +101,27 @@ void field(std::string& out, const char* name, std::uint64_t v) {
   out += std::to_string(v);
 }
 
+void dns_fields(std::string& out, const DecisionRecord& r) {
+  field(out, "client", r.client);
+  if (r.transport) field(out, "transport", r.transport);
+  field(out, "qname", r.host);
+  field(out, "qtype", r.qtype ? dns_type_name(r.qtype) : std::string());
+  field(out, "rcode", r.rcode ? r.rcode : "");
+  out += ",\"addrs\":[";
+  for (std::size_t i = 0; i < r.addrs.size(); ++i) {
+    if (i) out.push_back(',');
+    append_string(out, r.addrs[i].to_string());
+  }
+  out += "],\"cached\":";
+  out += r.cached ? "true" : "false";
+  field(out, "verdict", policy::to_string(r.verdict));
+  field(out, "reason", policy::to_string(r.reason));
+  field(out, "rule", r.rule);
+  if (!r.range.empty()) field(out, "range", r.range);
+  if (!r.detail.empty()) field(out, "detail", r.detail);
+  field(out, "gen", r.gen);
+}
+
 }  // namespace
 
 std::string to_json_line(const DecisionRecord& r) {
@@ -110,6 +133,12 @@ std::string to_json_line(const DecisionRecord& r) {
   out += std::to_string(r.id);
   field(out, "ts", format_ts(r.ts_us));
   field(out, "src", r.src);
+  if (std::string_view(r.src) == "dns") {
+    field(out, "event", "decision");
+    dns_fields(out, r);
+    out += "}\n";
+    return out;
+  }
   field(out, "event", r.close ? "close" : "decision");
   field(out, "client", r.client);
   field(out, "method", r.method);

@@ -41,6 +41,42 @@ TEST(Config, FullConfig) {
   EXPECT_EQ(cfg.max_connections, 50u);
 }
 
+TEST(Config, DnsKeys) {
+  auto dflt = parse_config(kMinimal);
+  EXPECT_TRUE(dflt.dns.listen.empty());  // no DNS server unless asked for
+  EXPECT_FALSE(dflt.dns.deny_nxdomain);  // REFUSED
+  EXPECT_EQ(dflt.dns.qtypes.size(), 11u);
+  auto cfg = parse_config(R"({
+    "proxy-listen": ["127.0.0.1:0"], "upstream-dns": ["203.0.113.2"],
+    "dns-listen": ["127.0.0.1:0", "[::1]:5353"], "dns-deny-rcode": "NXDOMAIN",
+    "dns-qtypes": ["A", "AAAA", "TYPE65280"], "dns-cache-entries": 0,
+    "dns-cache-min-ttl": 5, "dns-cache-max-ttl": 60, "dns-cache-max-negative-ttl": 30,
+    "dns-client-qps": 0, "dns-client-burst": 7, "dns-max-pending": 9, "dns-timeout-ms": 1500,
+    "dns-udp-payload": 1400, "dns-tcp-idle-ms": 700, "dns-max-tcp": 3, "dns-max-qname": 100,
+    "dns-max-label": 20})");
+  ASSERT_EQ(cfg.dns.listen.size(), 2u);
+  EXPECT_EQ(cfg.dns.listen[1].to_string(), "[::1]:5353");
+  EXPECT_TRUE(cfg.dns.deny_nxdomain);
+  EXPECT_EQ(cfg.dns.qtypes, (std::vector<std::uint16_t>{1, 28, 65280}));
+  EXPECT_EQ(cfg.dns.cache_entries, 0u);
+  EXPECT_EQ(cfg.dns.cache_min_ttl, 5u);
+  EXPECT_EQ(cfg.dns.client_qps, 0u);
+  EXPECT_EQ(cfg.dns.max_pending, 9u);
+  EXPECT_EQ(cfg.dns.timeout.count(), 1500);
+  EXPECT_EQ(cfg.dns.udp_payload, 1400);
+  EXPECT_EQ(cfg.dns.max_label, 20u);
+}
+
+TEST(Config, DnsTypeNamesRoundTrip) {
+  EXPECT_EQ(dns_type_from_name("HTTPS"), 65);
+  EXPECT_EQ(dns_type_name(65), "HTTPS");
+  EXPECT_EQ(dns_type_from_name("TYPE1234"), 1234);
+  EXPECT_EQ(dns_type_name(1234), "TYPE1234");
+  EXPECT_FALSE(dns_type_from_name("TYPE0123"));  // RFC 3597: no leading zero
+  EXPECT_FALSE(dns_type_from_name("TYPE65536"));
+  EXPECT_FALSE(dns_type_from_name("a"));  // type names are upper case
+}
+
 struct BadConfig {
   const char* json;
   const char* key;      // the key the error must name
@@ -103,7 +139,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"{" BASE R"(, "max-request-head": 100})", "max-request-head", "out of range"},
         BadConfig{"{" BASE R"(, "threads": "many"})", "threads", "\"many\""},
         BadConfig{"{" BASE R"(, "splice": "always"})", "splice", "\"always\""},
-        BadConfig{"{" BASE R"(, "decision-log": ""})", "decision-log", "file path"}));
+        BadConfig{"{" BASE R"(, "decision-log": ""})", "decision-log", "file path"},
+        BadConfig{"{" BASE R"(, "dns-listen": ["localhost:53"]})", "dns-listen", "localhost"},
+        BadConfig{"{" BASE R"(, "dns-deny-rcode": "SERVFAIL"})", "dns-deny-rcode", "SERVFAIL"},
+        BadConfig{"{" BASE R"(, "dns-qtypes": ["A", "BOGUS"]})", "dns-qtypes", "BOGUS"},
+        // ANY has its own answer (RFC 8482) and zone transfers are never forwarded
+        BadConfig{"{" BASE R"(, "dns-qtypes": ["ANY"]})", "dns-qtypes", "RFC 8482"},
+        BadConfig{"{" BASE R"(, "dns-udp-payload": 100})", "dns-udp-payload", "out of range"},
+        BadConfig{"{" BASE R"(, "dns-client-burst": 0})", "dns-client-burst", "out of range"},
+        BadConfig{"{" BASE R"(, "dns-max-label": 64})", "dns-max-label", "out of range"},
+        BadConfig{"{" BASE R"(, "dns-cache-min-ttl": 600, "dns-cache-max-ttl": 60})",
+                  "dns-cache-min-ttl", "larger than"}));
 #undef BASE
 
 TEST(Config, EndpointParsing) {

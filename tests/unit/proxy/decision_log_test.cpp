@@ -42,6 +42,36 @@ TEST(DecisionLog, DecisionLineHasTheContractFields) {
   EXPECT_FALSE(j.contains("bytes_up"));  // only on close
 }
 
+TEST(DecisionLog, DnsLineHasTheDnsFields) {
+  DecisionRecord r;
+  r.id = 9;
+  r.src = "dns";
+  r.client = "127.0.0.1:5353";
+  r.transport = "udp";
+  r.host = "rebind.test";
+  r.qtype = 28;
+  r.rcode = "REFUSED";
+  r.reason = policy::Reason::blocked_address;
+  r.range = "::1/128";
+  r.addrs = {*policy::IpAddr::parse("::1"), *policy::IpAddr::parse("198.51.100.10")};
+  r.cached = true;
+  r.gen = 4;
+  auto j = nlohmann::json::parse(to_json_line(r));
+  EXPECT_EQ(j["src"], "dns");
+  EXPECT_EQ(j["event"], "decision");
+  EXPECT_EQ(j["qname"], "rebind.test");
+  EXPECT_EQ(j["qtype"], "AAAA");
+  EXPECT_EQ(j["rcode"], "REFUSED");
+  EXPECT_EQ(j["addrs"], nlohmann::json::array({"::1", "198.51.100.10"}));
+  EXPECT_EQ(j["cached"], true);
+  EXPECT_EQ(j["verdict"], "deny");
+  EXPECT_EQ(j["reason"], "blocked_address");
+  EXPECT_EQ(j["range"], "::1/128");
+  EXPECT_EQ(j["transport"], "udp");
+  EXPECT_EQ(j["gen"], 4);
+  EXPECT_FALSE(j.contains("method"));  // proxy fields stay out of DNS records
+}
+
 TEST(DecisionLog, CloseLineAddsBytesAndDuration) {
   auto r = sample();
   r.close = true;

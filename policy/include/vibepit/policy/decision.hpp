@@ -17,6 +17,8 @@ enum class Reason {
   blocked_address,  // a literal or every resolved address was in a blocked range
   resolve_failed,   // the name could not be resolved
   invalid_target,   // the target could not be parsed
+  rate_limited,     // the client is over its query rate (DNS)
+  overloaded,       // too many upstream queries in flight (DNS): failed fast
 };
 
 std::string_view to_string(Verdict v);

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -25,6 +26,27 @@ Endpoint parse_endpoint(std::string_view text, std::uint16_t default_port = 0);
 
 enum class SpliceMode { off, automatic };
 
+// The DNS server's settings (keys dns-*). The server runs only when `listen` is not empty.
+struct DnsConfig {
+  std::vector<Endpoint> listen;
+  bool deny_nxdomain = false;  // dns-deny-rcode: REFUSED (default) or NXDOMAIN
+  // dns-qtypes: what an allowlisted name may ask for.
+  std::vector<std::uint16_t> qtypes = {1, 28, 5, 65, 64, 15, 16, 33, 2, 6, 12};
+  std::size_t cache_entries = 10'000;
+  std::uint32_t cache_min_ttl = 0;
+  std::uint32_t cache_max_ttl = 86'400;
+  std::uint32_t cache_max_negative_ttl = 3'600;
+  std::uint32_t client_qps = 1'000;  // 0: no limit
+  std::uint32_t client_burst = 2'000;
+  std::size_t max_pending = 1'024;  // upstream queries in flight, per I/O thread
+  std::chrono::milliseconds timeout{2'000};
+  std::uint16_t udp_payload = 1'232;
+  std::chrono::milliseconds tcp_idle{10'000};
+  std::size_t max_tcp = 1'000;
+  std::size_t max_qname = 253;  // text length of a query name; longer ones are refused
+  std::size_t max_label = 63;
+};
+
 struct Config {
   std::vector<Endpoint> proxy_listen;
   std::vector<Endpoint> upstream_dns;
@@ -41,7 +63,12 @@ struct Config {
   std::size_t max_response_head = 64 * 1024;
   std::size_t max_connections = 10'000;
   std::size_t decision_ring = 10'000;
+  DnsConfig dns;
 };
+
+// DNS type names: "A" -> 1, "TYPE65" -> 65 (RFC 3597); nullopt for names we do not know.
+std::optional<std::uint16_t> dns_type_from_name(std::string_view name);
+std::string dns_type_name(std::uint16_t type);  // 1 -> "A", 65280 -> "TYPE65280"
 
 // A configuration error names the key and the bad value.
 class ConfigError : public std::runtime_error {

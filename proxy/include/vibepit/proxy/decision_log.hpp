@@ -38,6 +38,13 @@ struct DecisionRecord {
   std::uint64_t bytes_up = 0;
   std::uint64_t bytes_down = 0;
   std::uint64_t ms = 0;
+  // DNS decisions (src "dns"): host holds the QNAME; the answer's addresses are formatted
+  // by the writer thread, not on the I/O thread.
+  std::uint16_t qtype = 0;          // 0 when the query could not be parsed that far
+  const char* rcode = nullptr;      // static storage: "NOERROR", "REFUSED", ...
+  const char* transport = nullptr;  // "udp" or "tcp"
+  bool cached = false;
+  std::vector<policy::IpAddr> addrs;
 };
 
 std::string to_json_line(const DecisionRecord& r);  // one NDJSON line, with '\n'
