@@ -1,0 +1,50 @@
+// The DNS side of policy: which queries go upstream, and which answers may reach the client.
+#include "vibepit/dns/filter.hpp"
+
+namespace vibepit::dns {
+
+namespace {
+constexpr std::uint16_t kIxfr = 251, kMailb = 253, kMaila = 254;
+}  // namespace
+
+QtypeSet::QtypeSet() {
+  for (std::uint16_t t : {qtype::A, qtype::AAAA, qtype::CNAME, qtype::HTTPS, qtype::SVCB, qtype::MX,
+                          qtype::TXT, qtype::SRV, qtype::NS, qtype::SOA, qtype::PTR}) {
+    bits_.set(t);
+  }
+}
+
+QueryVerdict check_query(const Query& q, const policy::Snapshot& snap, const QtypeSet& types) {
+  using policy::Reason;
+  // Zone transfers and the obsolete mail meta types are refused before the name is even
+  // looked at: no rule can allow them.
+  if (q.qtype == qtype::AXFR || q.qtype == kIxfr || q.qtype == kMailb || q.qtype == kMaila) {
+    return {QueryAction::notimp, Reason::invalid_target, nullptr, "query type not implemented"};
+  }
+  if (q.qclass != kClassIN) {
+    return {QueryAction::deny, Reason::not_allowlisted, nullptr, "class not IN"};
+  }
+  // A name with escaped octets cannot be written as an allow-dns entry, so it never matches.
+  const policy::DnsRule* rule = q.qname.plain ? snap.dns.match(q.qname.view()) : nullptr;
+  if (rule == nullptr) {
+    return {QueryAction::deny, Reason::not_allowlisted, nullptr,
+            q.qname.plain ? "name not in allow-dns" : "name has escaped octets"};
+  }
+  if (q.qtype == qtype::ANY) {
+    return {QueryAction::any_hinfo, Reason::allowlisted, rule, "ANY answered per RFC 8482"};
+  }
+  if (!types.contains(q.qtype)) {
+    return {QueryAction::deny_qtype, Reason::not_allowlisted, rule, "query type not allowed"};
+  }
+  return {QueryAction::forward, Reason::allowlisted, rule, "allow-dns rule matched"};
+}
+
+AnswerVerdict check_answer(std::span<const policy::IpAddr> addrs, const policy::Snapshot& snap) {
+  for (const policy::IpAddr& a : addrs) {
+    policy::Classification c = snap.classifier.classify(a);
+    if (c.blocked) return {false, a, std::move(c.range)};
+  }
+  return {};
+}
+
+}  // namespace vibepit::dns
