@@ -3,11 +3,14 @@
 
 #include <csignal>
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "vibepit/dns/server.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/config.hpp"
 #include "vibepit/proxy/decision_log.hpp"
@@ -23,6 +26,11 @@ void raise_fd_limit() {
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }
+}
+
+std::string endpoint_text(const asio::ip::address& addr, std::uint16_t port) {
+  return (addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string()) + ":" +
+         std::to_string(port);
 }
 
 int wait_for_signal() {
@@ -78,17 +86,26 @@ int main(int argc, char** argv) {
     vibepit::proxy::DecisionLog log(cfg.decision_log, cfg.decision_ring);
     vibepit::proxy::ProxyServer server(cfg, store, log);
     for (const auto& ep : server.listen()) {
-      auto addr = ep.address();
       // Scripts parse this line: "listening proxy ADDR:PORT".
-      spdlog::info("listening proxy {}:{}",
-                   addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string(), ep.port());
+      spdlog::info("listening proxy {}", endpoint_text(ep.address(), ep.port()));
+    }
+    // The DNS server runs on the proxy's threads; declared after it, so it goes first.
+    std::optional<vibepit::dns::DnsServer> dns;
+    if (!cfg.dns.listen.empty()) {
+      dns.emplace(cfg, store, server);
+      for (const auto& ep : dns->listen()) {
+        // "listening dns ADDR:PORT": UDP and TCP share the port.
+        spdlog::info("listening dns {}", endpoint_text(ep.address(), ep.port()));
+      }
     }
     log.start();
     server.start();
+    if (dns) dns->start();
     spdlog::info("ready: {} allow-http, {} allow-dns rules, generation {}",
                  cfg.rules.allow_http.size(), cfg.rules.allow_dns.size(), store.generation());
     int sig = wait_for_signal();
     spdlog::info("signal {}: draining (up to {} ms)", sig, cfg.drain_timeout.count());
+    if (dns) dns->stop();
     server.shutdown();
     log.stop();
     spdlog::info("stopped");

@@ -10,7 +10,7 @@ packages=(
   libasio-dev libc-ares-dev libssl-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
   # tests: real clients, network namespaces
-  python3 curl iproute2 procps
+  python3 curl iproute2 procps bind9-dnsutils
   # benchmarks: the peers we compare against
   squid tinyproxy
 )

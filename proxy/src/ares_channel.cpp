@@ -41,6 +41,11 @@ AresChannel::AresChannel(asio::io_context& io, const std::vector<Endpoint>& serv
   if (o.tcp) opts.flags |= ARES_FLAG_USEVC;
   if (o.ignore_truncation) opts.flags |= ARES_FLAG_IGNTC;
   if (o.any_rcode) opts.flags |= ARES_FLAG_NOCHECKRESP;
+  if (o.edns_payload) {
+    opts.flags |= ARES_FLAG_EDNS;
+    opts.ednspsz = o.edns_payload;
+    mask |= ARES_OPT_EDNSPSZ;
+  }
   mask |= ARES_OPT_FLAGS;
   // DNS only: the host's /etc/hosts must not answer for the sandbox ("localhost", ...).
   char lookups[] = "b";

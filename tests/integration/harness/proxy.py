@@ -7,6 +7,7 @@ import signal
 import time
 
 LISTEN_RE = re.compile(r"listening proxy (\S+):(\d+)")
+DNS_LISTEN_RE = re.compile(r"listening dns (\S+):(\d+)")
 
 # Short deadlines: every timeout a test waits for stays small.
 BASE_CONFIG = {
@@ -56,6 +57,8 @@ class Proxy:
         self.stderr_path = os.path.join(topo.tmp, self.name + ".stderr")
         self.proc = None
         self.host = self.port = None
+        self.dns_listeners = []
+        self.dns_host = self.dns_port = None
 
     # ---------------------------------------------------------- lifecycle
 
@@ -75,20 +78,27 @@ class Proxy:
         self.spawn()
         deadline = time.monotonic() + timeout
         want = len(self.config.get("proxy-listen") or [None])
+        want_dns = len(self.config.get("dns-listen") or [])
         while True:
-            found = LISTEN_RE.findall(self.stderr())
-            if len(found) >= want:
+            err = self.stderr()
+            found = LISTEN_RE.findall(err)
+            found_dns = DNS_LISTEN_RE.findall(err)
+            if len(found) >= want and len(found_dns) >= want_dns:
                 # every listener as (host without brackets, port); the first one is the default
                 self.listeners = [(h.strip("[]"), int(port)) for h, port in found]
                 self.host, self.port = self.listeners[0]
+                self.dns_listeners = [(h.strip("[]"), int(port)) for h, port in found_dns]
+                if self.dns_listeners:
+                    self.dns_host, self.dns_port = self.dns_listeners[0]
                 return self
             if self.proc.poll() is not None:
                 raise ProxyError("vibepit-proxy exited %s before listening:\n%s"
                                  % (self.proc.returncode, self.stderr()))
             if time.monotonic() > deadline:
                 self.stop(signal.SIGKILL)
-                raise ProxyError("vibepit-proxy did not report 'listening proxy' in %.0fs:\n%s"
-                                 % (timeout, self.stderr()))
+                raise ProxyError("vibepit-proxy did not report %d 'listening proxy' and %d "
+                                 "'listening dns' lines in %.0fs:\n%s"
+                                 % (want, want_dns, timeout, self.stderr()))
             time.sleep(0.02)
 
     def wait_exit(self, timeout):
@@ -176,3 +186,12 @@ class Proxy:
             if len(found) >= count or time.monotonic() > deadline:
                 return found
             time.sleep(0.05)
+
+    def dns_records(self, pred=None):
+        """Decision-log records of the DNS server (src "dns"), optionally filtered by pred."""
+        return [r for r in self.records() if r.get("src") == "dns" and (pred is None or pred(r))]
+
+    def wait_dns_records(self, pred=None, count=1, timeout=3.0):
+        """Poll until `count` DNS records match pred; return them."""
+        return self.wait_records(lambda r: r.get("src") == "dns" and (pred is None or pred(r)),
+                                 count=count, timeout=timeout)

@@ -5,6 +5,7 @@
 // servers are asked: never /etc/resolv.conf, never /etc/hosts. Single-threaded, like the
 // channel itself: one per io_context.
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -23,6 +24,9 @@ struct AresOptions {
   bool tcp = false;                         // ARES_FLAG_USEVC: every query over TCP
   bool ignore_truncation = false;  // ARES_FLAG_IGNTC: hand truncated UDP answers back as is
   bool any_rcode = false;          // ARES_FLAG_NOCHECKRESP: hand SERVFAIL/REFUSED answers back too
+  // Non-zero: the UDP answer size we accept. Without it c-ares cuts UDP answers at 512
+  // bytes (it adds no OPT to queries given to ares_send; the caller's query carries one).
+  std::uint16_t edns_payload = 0;
 };
 
 class AresChannel {

@@ -56,6 +56,9 @@ class ProxyServer {
   // rest, then stop the loops and join the threads.
   void shutdown();
   std::size_t active() const { return active_.load(std::memory_order_relaxed); }
+  // The I/O threads' contexts, for the DNS server to run on the same loops. Valid until
+  // this server is destroyed.
+  const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
 
  private:
   const Config& cfg_;

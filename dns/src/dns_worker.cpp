@@ -1,0 +1,286 @@
+#include "dns_worker.hpp"
+
+#include <ares.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace vibepit::dns {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The longest label of a plain name in text form.
+std::size_t longest_label(std::string_view name) {
+  std::size_t best = 0, run = 0;
+  for (char c : name) {
+    run = c == '.' ? 0 : run + 1;
+    best = std::max(best, run);
+  }
+  return best;
+}
+
+}  // namespace
+
+bool RateLimiter::allow(const asio::ip::address& client, clock::time_point now) {
+  if (qps_ == 0) return true;
+  std::string key;
+  if (client.is_v4()) {
+    auto b = client.to_v4().to_bytes();
+    key.assign(reinterpret_cast<const char*>(b.data()), b.size());
+  } else {
+    auto b = client.to_v6().to_bytes();
+    key.assign(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  auto it = buckets_.find(key);
+  if (it == buckets_.end()) {
+    if (buckets_.size() >= kMaxClients) {
+      // Forget clients that have been quiet long enough to have refilled their bucket; if
+      // none has, start over: a flood of addresses must not grow memory.
+      auto refill = std::chrono::duration<double>(static_cast<double>(burst_) / qps_);
+      std::erase_if(buckets_, [&](const auto& kv) { return now - kv.second.last > refill; });
+      if (buckets_.size() >= kMaxClients) buckets_.clear();
+    }
+    it = buckets_.emplace(std::move(key), Bucket{static_cast<double>(burst_), now}).first;
+  }
+  auto& b = it->second;
+  double elapsed = std::chrono::duration<double>(now - b.last).count();
+  b.tokens = std::min<double>(burst_, b.tokens + elapsed * qps_);
+  b.last = now;
+  if (b.tokens < 1.0) return false;
+  b.tokens -= 1.0;
+  return true;
+}
+
+struct DnsWorker::Forward {
+  std::weak_ptr<DnsWorker> worker;
+  std::vector<std::uint8_t> pkt;  // the client's query, for its ID and question bytes
+  Query q;
+  proxy::DecisionRecord rec;
+  std::shared_ptr<const policy::Snapshot> snap;
+  Transport transport;
+  ReplyFn reply;
+};
+
+DnsWorker::DnsWorker(asio::io_context& io, const proxy::Config& cfg, policy::SnapshotStore& store,
+                     proxy::DecisionLog::Producer& log, SharedCache& cache)
+    : io_(io),
+      cfg_(cfg),
+      store_(store),
+      log_(log),
+      cache_(cache),
+      limiter_(cfg.dns.client_qps, cfg.dns.client_burst),
+      udp_upstream_(io, cfg.upstream_dns,
+                    proxy::AresOptions{.timeout = cfg.dns.timeout,
+                                       .tcp = false,
+                                       .ignore_truncation = true,
+                                       .any_rcode = true,
+                                       .edns_payload = cfg.dns.udp_payload}),
+      tcp_upstream_(io, cfg.upstream_dns,
+                    proxy::AresOptions{.timeout = cfg.dns.timeout,
+                                       .tcp = true,
+                                       .ignore_truncation = false,
+                                       .any_rcode = true,
+                                       .edns_payload = cfg.dns.udp_payload}) {
+  for (auto t : cfg.dns.qtypes) qtypes_.add(t);
+}
+
+DnsWorker::~DnsWorker() {
+  *alive_ = false;
+}
+
+proxy::DecisionRecord DnsWorker::make_record(const Query& q, const asio::ip::address& client,
+                                             std::uint16_t port, Transport t) {
+  proxy::DecisionRecord rec;
+  rec.id = log_.next_id();
+  rec.ts_us = now_us();
+  rec.src = "dns";
+  rec.client = (client.is_v6() ? "[" + client.to_string() + "]" : client.to_string()) + ":" +
+               std::to_string(port);
+  rec.host.assign(q.qname.view());
+  rec.qtype = q.qtype;
+  rec.transport = t == Transport::udp ? "udp" : "tcp";
+  return rec;
+}
+
+void DnsWorker::emit(proxy::DecisionRecord& rec, Rcode rc) {
+  rec.rcode = to_string(rc).data();  // a view of a string literal: NUL-terminated
+  log_.push(std::move(rec));
+}
+
+std::size_t DnsWorker::reply_limit(const Query& q, Transport t) const {
+  return t == Transport::tcp ? 65'535 : udp_reply_limit(q, cfg_.dns.udp_payload);
+}
+
+void DnsWorker::reply_error(std::span<const std::uint8_t> pkt, const Query& q, Rcode rc,
+                            proxy::DecisionRecord& rec, const ReplyFn& reply) {
+  auto n = build_error(pkt, q, rc, cfg_.dns.udp_payload, wbuf_);
+  emit(rec, rc);
+  if (n) reply(std::span<const std::uint8_t>(wbuf_.data(), n));
+}
+
+bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::address& client,
+                       std::uint16_t client_port, Transport t, ReplyFn reply) {
+  Query q;
+  auto err = parse_query(pkt, q);
+  // Runts and responses get no answer: answering responses invites reflection loops.
+  if (err == WireError::short_header || err == WireError::is_response) return false;
+  auto now = clock::now();
+  auto rec = make_record(q, client, client_port, t);
+  if (!limiter_.allow(client, now)) {
+    rec.reason = policy::Reason::rate_limited;
+    rec.detail = "client over dns-client-qps";
+    reply_error(pkt, q, Rcode::refused, rec, reply);
+    return true;
+  }
+  if (err != WireError::none) {
+    rec.reason = policy::Reason::invalid_target;
+    rec.detail = std::string("malformed query: ") + std::string(to_string(err));
+    reply_error(pkt, q, err == WireError::bad_opcode ? Rcode::notimp : Rcode::formerr, rec, reply);
+    return true;
+  }
+  auto snap = store_.current();
+  rec.gen = snap->generation;
+  if (q.qname.len > cfg_.dns.max_qname || longest_label(q.qname.view()) > cfg_.dns.max_label) {
+    rec.reason = policy::Reason::invalid_target;
+    rec.detail = "name longer than dns-max-qname or a label longer than dns-max-label";
+    reply_error(pkt, q, deny_rcode(), rec, reply);
+    return true;
+  }
+  // Policy first, always: a cached answer never outlives the rule that let it in.
+  auto verdict = check_query(q, *snap, qtypes_);
+  rec.reason = verdict.reason;
+  if (verdict.rule) rec.rule = verdict.rule->text;
+  if (!verdict.detail.empty()) rec.detail.assign(verdict.detail);
+  switch (verdict.action) {
+    case QueryAction::deny:
+    case QueryAction::deny_qtype:
+      reply_error(pkt, q, deny_rcode(), rec, reply);
+      return true;
+    case QueryAction::notimp:
+      reply_error(pkt, q, Rcode::notimp, rec, reply);
+      return true;
+    case QueryAction::any_hinfo: {
+      rec.verdict = policy::Verdict::allow;
+      auto n = build_any_hinfo(pkt, q, 3600, cfg_.dns.udp_payload, wbuf_);
+      emit(rec, Rcode::noerror);
+      if (n) reply(std::span<const std::uint8_t>(wbuf_.data(), n));
+      return true;
+    }
+    case QueryAction::forward:
+      break;
+  }
+  auto hit = cache_.lookup(pkt, q, now, reply_limit(q, t), cfg_.dns.udp_payload, wbuf_, hit_addrs_);
+  if (hit.size) {
+    rec.cached = true;
+    rec.addrs = hit_addrs_;
+    auto answer = check_answer(hit_addrs_, *snap);
+    if (!answer.allowed) {
+      rec.reason = policy::Reason::blocked_address;
+      rec.range = answer.range;
+      rec.detail = "answer holds " + answer.addr.to_string();
+      reply_error(pkt, q, deny_rcode(), rec, reply);
+      return true;
+    }
+    rec.verdict = policy::Verdict::allow;
+    emit(rec, hit.rcode);
+    reply(std::span<const std::uint8_t>(wbuf_.data(), hit.size));
+    return true;
+  }
+  if (pending_ >= cfg_.dns.max_pending) {
+    rec.reason = policy::Reason::overloaded;
+    rec.detail = "dns-max-pending upstream queries in flight";
+    reply_error(pkt, q, Rcode::servfail, rec, reply);
+    return true;
+  }
+  forward(pkt, q, std::move(rec), std::move(snap), t, std::move(reply));
+  return true;
+}
+
+void DnsWorker::forward(std::span<const std::uint8_t> pkt, const Query& q,
+                        proxy::DecisionRecord rec, std::shared_ptr<const policy::Snapshot> snap,
+                        Transport t, ReplyFn reply) {
+  auto n = build_upstream_query(pkt, q, cfg_.dns.udp_payload, qbuf_);
+  if (n == 0) {
+    rec.reason = policy::Reason::invalid_target;
+    rec.detail = "query too large to forward";
+    reply_error(pkt, q, Rcode::servfail, rec, reply);
+    return;
+  }
+  auto* f = new Forward{weak_from_this(),
+                        std::vector<std::uint8_t>(pkt.begin(), pkt.end()),
+                        q,
+                        std::move(rec),
+                        std::move(snap),
+                        t,
+                        std::move(reply)};
+  ++pending_;
+  auto& channel = t == Transport::tcp ? tcp_upstream_ : udp_upstream_;
+  ares_send(channel.get(), qbuf_.data(), static_cast<int>(n), &DnsWorker::on_upstream, f);
+  channel.rearm_timer();
+}
+
+void DnsWorker::on_upstream(void* arg, int status, int /*timeouts*/, unsigned char* abuf,
+                            int alen) {
+  std::unique_ptr<Forward> f(static_cast<Forward*>(arg));
+  // On ARES_EDESTRUCTION the worker is going away: nothing may be touched.
+  if (status == ARES_EDESTRUCTION) return;
+  auto w = f->worker.lock();
+  if (!w || !*w->alive_) return;
+  --w->pending_;
+  std::span<const std::uint8_t> answer;
+  if (abuf && alen > 0) answer = {abuf, static_cast<std::size_t>(alen)};
+  w->finish_forward(*f, status, answer);
+}
+
+void DnsWorker::finish_forward(Forward& f, int status, std::span<const std::uint8_t> answer) {
+  auto& rec = f.rec;
+  if (status != ARES_SUCCESS || answer.empty()) {
+    // Fail closed: no answer is better than a guess.
+    rec.reason = policy::Reason::resolve_failed;
+    rec.detail = std::string("upstream: ") + ares_strerror(status);
+    reply_error(f.pkt, f.q, Rcode::servfail, rec, f.reply);
+    return;
+  }
+  thread_local ResponseInfo info;
+  auto err = parse_response(answer, f.q, info);
+  if (err != WireError::none) {
+    rec.reason = policy::Reason::resolve_failed;
+    rec.detail = std::string("upstream answer rejected: ") + std::string(to_string(err));
+    reply_error(f.pkt, f.q, Rcode::servfail, rec, f.reply);
+    return;
+  }
+  rec.addrs = info.addrs;
+  // Judge the answer with the rules in force now.
+  auto snap = store_.current();
+  rec.gen = snap->generation;
+  auto verdict = check_answer(info.addrs, *snap);
+  if (!verdict.allowed) {
+    rec.reason = policy::Reason::blocked_address;
+    rec.range = verdict.range;
+    rec.detail = "answer holds " + verdict.addr.to_string();
+    reply_error(f.pkt, f.q, deny_rcode(), rec, f.reply);
+    return;
+  }
+  cache_.insert(f.q, answer, info, clock::now());
+  auto n = build_reply_from_upstream(answer, info, f.pkt, f.q, reply_limit(f.q, f.transport),
+                                     cfg_.dns.udp_payload, wbuf_);
+  if (n == 0) {
+    rec.reason = policy::Reason::resolve_failed;
+    rec.detail = "upstream answer too large";
+    reply_error(f.pkt, f.q, Rcode::servfail, rec, f.reply);
+    return;
+  }
+  rec.verdict = policy::Verdict::allow;
+  rec.reason = policy::Reason::allowlisted;
+  emit(rec, info.rcode);
+  f.reply(std::span<const std::uint8_t>(wbuf_.data(), n));
+}
+
+}  // namespace vibepit::dns

@@ -1,0 +1,216 @@
+// The DNS server's sockets: UDP receive loops and TCP connections (RFC 7766 framing).
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <asio/ip/v6_only.hpp>
+#include <asio/post.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+
+#include "dns_worker.hpp"
+
+namespace vibepit::dns {
+namespace {
+
+using asio::ip::tcp;
+using asio::ip::udp;
+
+constexpr int kUdpBatch = 64;  // datagrams handled per wakeup before other work runs
+
+void reuse_port(int fd) {
+  int one = 1;
+  // Every thread has its own socket on the same port: the kernel spreads the clients.
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+}
+
+}  // namespace
+
+// One TCP client. Reads one length-prefixed query at a time, answers it, then reads the
+// next; a connection that sends no complete query for dns-tcp-idle-ms is closed.
+class DnsWorker::TcpConn : public std::enable_shared_from_this<TcpConn> {
+ public:
+  TcpConn(DnsWorker& w, tcp::socket s) : w_(w), socket_(std::move(s)), timer_(w.io()) {}
+
+  void start() {
+    asio::error_code ec;
+    auto peer = socket_.remote_endpoint(ec);
+    if (ec) return close();
+    peer_ = peer;
+    read_length();
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    asio::error_code ignored;
+    timer_.cancel();
+    socket_.close(ignored);
+    --w_.tcp_count_;
+    w_.conns_.erase(this);
+  }
+
+ private:
+  void arm_timer() {
+    timer_.expires_after(w_.cfg().tcp_idle);
+    timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+      if (!ec) self->close();
+    });
+  }
+
+  void read_length() {
+    arm_timer();
+    asio::async_read(socket_, asio::buffer(len_),
+                     [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
+                       if (ec || self->closed_) return self->close();
+                       std::size_t n = (std::size_t{self->len_[0]} << 8) | self->len_[1];
+                       // A zero-length message can hold no header: the framing is broken.
+                       if (n == 0) return self->close();
+                       self->body_.resize(n);
+                       self->read_body();
+                     });
+  }
+
+  void read_body() {
+    asio::async_read(socket_, asio::buffer(body_),
+                     [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
+                       if (ec || self->closed_) return self->close();
+                       self->timer_.cancel();  // the upstream has its own deadline
+                       // The callback holds the connection while the upstream answers.
+                       bool will_answer = self->w_.handle(
+                           self->body_, self->peer_.address(), self->peer_.port(), Transport::tcp,
+                           [self](std::span<const std::uint8_t> reply) { self->send(reply); });
+                       // No answer at all (a response packet): the stream is out of step.
+                       if (!will_answer) self->close();
+                     });
+  }
+
+  void send(std::span<const std::uint8_t> reply) {
+    if (closed_) return;
+    out_.resize(reply.size() + 2);
+    out_[0] = static_cast<std::uint8_t>(reply.size() >> 8);
+    out_[1] = static_cast<std::uint8_t>(reply.size() & 0xff);
+    std::copy(reply.begin(), reply.end(), out_.begin() + 2);
+    sending_ = true;
+    arm_timer();  // a client that does not read its answer is cut off too
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
+                        self->sending_ = false;
+                        self->out_.clear();
+                        if (ec || self->closed_) return self->close();
+                        self->read_length();
+                      });
+  }
+
+  DnsWorker& w_;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  tcp::endpoint peer_;
+  std::uint8_t len_[2] = {0, 0};
+  std::vector<std::uint8_t> body_;
+  std::vector<std::uint8_t> out_;
+  bool sending_ = false;
+  bool closed_ = false;
+};
+
+udp::endpoint DnsWorker::bind(const udp::endpoint& ep) {
+  udp::socket u(io_);
+  u.open(ep.protocol());
+  u.set_option(udp::socket::reuse_address(true));
+  reuse_port(u.native_handle());
+  if (ep.address().is_v6()) u.set_option(asio::ip::v6_only(true));
+  u.bind(ep);
+  auto bound = u.local_endpoint();
+  u.non_blocking(true);
+
+  tcp::acceptor a(io_);
+  tcp::endpoint tep(bound.address(), bound.port());
+  a.open(tep.protocol());
+  a.set_option(tcp::acceptor::reuse_address(true));
+  reuse_port(a.native_handle());
+  if (tep.address().is_v6()) a.set_option(asio::ip::v6_only(true));
+  a.bind(tep);
+  a.listen(asio::socket_base::max_listen_connections);
+
+  udp_.push_back(std::move(u));
+  tcp_.push_back(std::move(a));
+  return bound;
+}
+
+void DnsWorker::start() {
+  for (std::size_t i = 0; i < udp_.size(); ++i) receive_udp(i);
+  for (std::size_t i = 0; i < tcp_.size(); ++i) accept_tcp(i);
+}
+
+void DnsWorker::stop() {
+  stopped_ = true;
+  asio::error_code ignored;
+  for (auto& u : udp_) u.close(ignored);
+  for (auto& a : tcp_) a.close(ignored);
+  std::vector<std::shared_ptr<TcpConn>> open;
+  for (auto& [raw, weak] : conns_) {
+    if (auto c = weak.lock()) open.push_back(std::move(c));
+  }
+  for (auto& c : open) c->close();
+}
+
+void DnsWorker::receive_udp(std::size_t index) {
+  udp_[index].async_wait(udp::socket::wait_read,
+                         [this, index, alive = alive_](const asio::error_code& ec) {
+                           if (!*alive || ec || stopped_) return;
+                           drain_udp(index);
+                         });
+}
+
+// Read datagrams with plain non-blocking recvfrom until the socket is empty (or a batch is
+// done, so TCP clients and upstream answers on this thread get their turn), then wait.
+void DnsWorker::drain_udp(std::size_t index) {
+  int fd = udp_[index].native_handle();
+  for (int i = 0; i < kUdpBatch; ++i) {
+    sockaddr_storage from{};
+    socklen_t from_len = sizeof from;
+    ssize_t n = ::recvfrom(fd, rbuf_.data(), rbuf_.size(), MSG_DONTWAIT,
+                           reinterpret_cast<sockaddr*>(&from), &from_len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      // EAGAIN: empty. Anything else (an ICMP error queued on the socket) is not fatal.
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return receive_udp(index);
+      continue;
+    }
+    udp::endpoint peer;
+    std::memcpy(peer.data(), &from, std::min<std::size_t>(from_len, sizeof(sockaddr_storage)));
+    peer.resize(from_len);
+    handle(std::span<const std::uint8_t>(rbuf_.data(), static_cast<std::size_t>(n)), peer.address(),
+           peer.port(), Transport::udp, [fd, peer](std::span<const std::uint8_t> reply) {
+             // Never blocks: a full socket buffer drops the reply, as the network could.
+             ::sendto(fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL, peer.data(),
+                      static_cast<socklen_t>(peer.size()));
+           });
+    if (stopped_) return;
+  }
+  asio::post(io_, [this, index, alive = alive_] {
+    if (*alive && !stopped_) drain_udp(index);
+  });
+}
+
+void DnsWorker::accept_tcp(std::size_t index) {
+  tcp_[index].async_accept(
+      [this, index, alive = alive_](const asio::error_code& ec, tcp::socket s) {
+        if (!*alive || stopped_ || ec == asio::error::operation_aborted) return;
+        if (!ec) {
+          if (tcp_count_ >= cfg_.dns.max_tcp) {
+            asio::error_code ignored;
+            s.close(ignored);  // over dns-max-tcp: the client may retry or use UDP
+          } else {
+            ++tcp_count_;
+            auto c = std::make_shared<TcpConn>(*this, std::move(s));
+            conns_.emplace(c.get(), c);
+            c->start();
+          }
+        }
+        accept_tcp(index);
+      });
+}
+
+}  // namespace vibepit::dns
