@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# Build, then measure vibepit-proxy against no proxy, squid and tinyproxy in network
-# namespaces, and write the table to docs/benchmarks.md. Needs root. Options: see
-# `python3 bench/compare.py --help` (e.g. --duration 10).
+# Build, then measure vibepit-proxy against its peers in network namespaces and write the
+# tables to docs/benchmarks.md: the HTTP/CONNECT proxy against no proxy, squid and
+# tinyproxy (bench/compare.py), and the DNS server against dnsmasq, unbound and dnsdist
+# (bench/compare_dns.py). Needs root.
+#   bench/compare.sh              both
+#   bench/compare.sh proxy [ARGS] only the proxy comparison (ARGS: compare.py --help)
+#   bench/compare.sh dns [ARGS]   only the DNS comparison (ARGS: compare_dns.py --help)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh release
-exec python3 bench/compare.py "$@"
+case "${1:-all}" in
+  proxy) shift; exec python3 bench/compare.py "$@" ;;
+  dns) shift; exec python3 bench/compare_dns.py "$@" ;;
+  all) python3 bench/compare.py && python3 bench/compare_dns.py ;;
+  *) echo "usage: bench/compare.sh [all | proxy ARGS | dns ARGS]" >&2; exit 2 ;;
+esac

@@ -11,8 +11,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
   # tests: real clients, network namespaces
   python3 curl iproute2 procps bind9-dnsutils
-  # benchmarks: the peers we compare against
-  squid tinyproxy
+  # benchmarks: the peers we compare against, and the DNS load generator
+  squid tinyproxy dnsmasq-base unbound dnsdist dnsperf
 )
 
 missing=()
@@ -25,7 +25,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 # Debian starts the peers as services on install; the benchmarks run their own copies.
-for svc in squid tinyproxy; do
+for svc in squid tinyproxy unbound dnsdist; do
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
     $SUDO systemctl stop "$svc" || true
   fi

@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""Side-by-side DNS benchmark in network namespaces, all in one run.
+
+Topology: as bench/compare.py. dnsperf runs in "sb" (the sandbox's place) and queries the
+server under test on 192.0.2.1:53 in "px". Every server forwards to the same fast
+authoritative upstream, `vibepit-bench dns-auth` on 198.51.100.53:53 in "net", which
+answers names under cached.test (TTL 3600) and miss.test (TTL 0, so nothing may cache
+them) with one A record.
+
+The servers, each with the same allowlist (cached.test and miss.test and their
+subdomains; everything else refused): vibepit-proxy, dnsmasq, unbound, dnsdist.
+
+Three query streams:
+  denied  names outside the allowlist (d<i>.denied.test): refused without forwarding
+  cached  100 allowed names, warmed first, answered from each server's cache
+  miss    unique allowed names (m<i>.miss.test, TTL 0): every query goes upstream
+For each stream: queries per second at saturation (dnsperf, median of --repeat runs), then
+median and p99 latency at a fixed offered load that every server sustains (dnsperf -Q, -v).
+
+Traffic goes only to addresses inside the namespaces this script creates.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+
+import compare  # noqa: E402
+from harness import netns  # noqa: E402
+
+AUTH_ADDR = "198.51.100.53"
+LISTEN = compare.PROXY_ADDR
+ZONES = ["cached.test", "miss.test"]
+STREAMS = ["denied", "cached", "miss"]
+
+
+class DnsTopology(compare.BenchTopology):
+    def _start_fakes(self):
+        super()._start_fakes()
+        self.run(self.net, ["ip", "addr", "add", AUTH_ADDR + "/32", "dev", "lo"])
+        self.popen(self.net, [self.bin("vibepit-bench"), "dns-auth", "--listen", AUTH_ADDR + ":53",
+                              "--zone", "cached.test:3600", "--zone", "miss.test:0",
+                              "--threads", "1", "--duration", "7200"], log="dns-auth")
+        time.sleep(0.3)
+
+
+# ------------------------------------------------------------------ the servers
+
+def wait_udp(topo, proc, log, timeout=20):
+    """Wait until the server answers a query for a cached name."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("%s exited: %s" % (log, topo.read_log(log)[-2000:]))
+        r = topo.run(topo.sb, ["dig", "@" + LISTEN, "-p", "53", "+tries=1", "+time=1", "+short",
+                               "c0.cached.test"], timeout=10)
+        if r.returncode == 0 and b"198.51.100" in r.stdout:
+            return
+        time.sleep(0.2)
+    raise RuntimeError("%s does not answer: %s" % (log, topo.read_log(log)[-2000:]))
+
+
+def start_vibepit(topo, threads):
+    cfg = {
+        "proxy-listen": [LISTEN + ":3130"],
+        "dns-listen": [LISTEN + ":53"],
+        "upstream-dns": [AUTH_ADDR],
+        "allow-dns": ZONES + ["*." + z for z in ZONES],
+        "decision-log": os.path.join(topo.tmp, "dns-decisions.ndjson"),
+        "threads": threads,
+        "dns-client-qps": 0,
+        "dns-max-pending": 100000,
+    }
+    path = os.path.join(topo.tmp, "vibepit-dns.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return topo.popen(topo.px, [topo.bin("vibepit-proxy"), "--config", path], log="vibepit-dns")
+
+
+def start_dnsmasq(topo):
+    argv = ["dnsmasq", "--keep-in-foreground", "--no-resolv", "--no-hosts", "--no-poll",
+            "--listen-address=" + LISTEN, "--bind-interfaces", "--port=53", "--user=root",
+            "--cache-size=10000", "--dns-forward-max=1000",
+            "--pid-file=" + os.path.join(topo.tmp, "dnsmasq.pid")]
+    argv += ["--server=/%s/%s" % (z, AUTH_ADDR) for z in ZONES]
+    return topo.popen(topo.px, argv, log="dnsmasq")
+
+
+def start_unbound(topo):
+    d = os.path.join(topo.tmp, "unbound")
+    os.makedirs(d, exist_ok=True)
+    conf = os.path.join(d, "unbound.conf")
+    zones = "".join('  local-zone: "%s." transparent\n' % z for z in ZONES)
+    fwd = "".join('forward-zone:\n  name: "%s."\n  forward-addr: %s\n' % (z, AUTH_ADDR) for z in ZONES)
+    with open(conf, "w") as f:
+        f.write("""server:
+  interface: {listen}
+  port: 53
+  num-threads: 2
+  so-reuseport: yes
+  access-control: 192.0.2.0/24 allow
+  do-not-query-localhost: no
+  do-ip6: no
+  username: ""
+  chroot: ""
+  directory: "{d}"
+  pidfile: "{d}/unbound.pid"
+  use-syslog: no
+  verbosity: 0
+  module-config: "iterator"
+  msg-cache-size: 32m
+  rrset-cache-size: 64m
+  local-zone: "." refuse
+{zones}{fwd}""".format(listen=LISTEN, d=d, zones=zones, fwd=fwd))
+    return topo.popen(topo.px, ["unbound", "-d", "-c", conf], log="unbound")
+
+
+def start_dnsdist(topo):
+    conf = os.path.join(topo.tmp, "dnsdist.conf")
+    with open(conf, "w") as f:
+        f.write("""setSecurityPollSuffix("")
+setACL({{"192.0.2.0/24"}})
+setLocal("{listen}:53", {{reusePort=true}})
+addLocal("{listen}:53", {{reusePort=true}})
+newServer({{address="{auth}:53"}})
+pc = newPacketCache(10000, {{maxTTL=86400, minTTL=0}})
+getPool(""):setCache(pc)
+smn = newSuffixMatchNode()
+{adds}
+addAction(NotRule(SuffixMatchNodeRule(smn, true)), RCodeAction(DNSRCode.REFUSED))
+""".format(listen=LISTEN, auth=AUTH_ADDR, adds="\n".join('smn:add("%s")' % z for z in ZONES)))
+    return topo.popen(topo.px, ["dnsdist", "--supervised", "--disable-syslog", "-C", conf],
+                      log="dnsdist")
+
+
+# ------------------------------------------------------------------ measurements
+
+def write_streams(d, miss_count):
+    paths = {}
+    paths["denied"] = os.path.join(d, "denied.txt")
+    with open(paths["denied"], "w") as f:
+        f.writelines("d%d.denied.test A\n" % i for i in range(100000))
+    paths["cached"] = os.path.join(d, "cached.txt")
+    with open(paths["cached"], "w") as f:
+        f.writelines("c%d.cached.test A\n" % (i % 100) for i in range(100000))
+    paths["miss"] = os.path.join(d, "miss.txt")
+    with open(paths["miss"], "w") as f:
+        f.writelines("m%d.miss.test A\n" % i for i in range(miss_count))
+    return paths
+
+
+QPS_RE = re.compile(r"Queries per second:\s+([\d.]+)")
+LOST_RE = re.compile(r"Queries lost:\s+(\d+)")
+RCODES_RE = re.compile(r"Response codes:\s+(.*)")
+
+
+def dnsperf(topo, stream_file, duration, extra, timeout):
+    argv = ["dnsperf", "-s", LISTEN, "-p", "53", "-d", stream_file, "-l", str(duration),
+            "-c", "8", "-T", "1", "-q", "256", "-t", "2"] + extra
+    r = topo.run(topo.sb, argv, timeout=timeout)
+    return r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+
+
+def measure_qps(topo, path, duration):
+    out = dnsperf(topo, path, duration, ["-n", "1"] if path.endswith("miss.txt") else [],
+                  duration + 60)
+    m = QPS_RE.search(out)
+    if not m:
+        raise RuntimeError("dnsperf: " + out[-1500:])
+    lost = LOST_RE.search(out)
+    codes = RCODES_RE.search(out)
+    return {"qps": float(m.group(1)), "lost": int(lost.group(1)) if lost else None,
+            "rcodes": codes.group(1).strip() if codes else ""}
+
+
+def measure_latency(topo, path, qps, duration):
+    """Median and p99 latency (µs) at a fixed offered load, from dnsperf's per-query lines."""
+    out = dnsperf(topo, path, duration, ["-Q", str(qps), "-v"] +
+                  (["-n", "1"] if path.endswith("miss.txt") else []), duration + 60)
+    lat = sorted(float(x) for x in re.findall(r"^> \w+ \S+ \S+ ([\d.]+)$", out, re.M))
+    if not lat:
+        raise RuntimeError("dnsperf -v gave no latencies: " + out[-1500:])
+    pick = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1e6
+    return {"p50_us": pick(0.5), "p99_us": pick(0.99), "samples": len(lat)}
+
+
+def run_peer(topo, name, start, paths, args):
+    proc = start()
+    try:
+        wait_udp(topo, proc, {"vibepit": "vibepit-dns"}.get(name, name))
+        # Warm the cache: every cached name once, twice.
+        dnsperf(topo, paths["cached"], 2, ["-n", "2"], 60)
+        res = {}
+        for stream in STREAMS:
+            runs = [measure_qps(topo, paths[stream], args.duration) for _ in range(args.repeat)]
+            med = compare.median_run(runs, lambda r: r["qps"])
+            lat = measure_latency(topo, paths[stream], args.latency_qps, 3)
+            res[stream] = {"qps": med["qps"], "qps_runs": [r["qps"] for r in runs],
+                           "lost": med["lost"], "rcodes": med["rcodes"], **lat}
+            print("compare-dns: %-8s %-6s %9.0f qps  p50 %6.0f µs  p99 %6.0f µs  %s" % (
+                name, stream, med["qps"], lat["p50_us"], lat["p99_us"], med["rcodes"]), flush=True)
+        return res
+    finally:
+        topo.stop_process(proc)
+
+
+# ------------------------------------------------------------------ report
+
+def render(results, path):
+    peers = results["peers"]
+    names = ["vibepit", "dnsmasq", "unbound", "dnsdist"]
+    rows = []
+    for stream in STREAMS:
+        for key, label, fmt in (("qps", "queries/s", "%.0f"), ("p50_us", "p50 µs", "%.0f"),
+                                ("p99_us", "p99 µs", "%.0f")):
+            cells = [fmt % peers[n][stream][key] if n in peers else "-" for n in names]
+            rows.append("| %s %s | %s |" % (stream, label, " | ".join(cells)))
+
+    def target(label, ok, value, goal):
+        return "| %s | %s | %s | %s |" % (label, value, goal, "met" if ok else "**not met**")
+    v = peers["vibepit"]
+    t = []
+    q = lambda n, s: peers[n][s]["qps"] if n in peers else float("nan")
+    t.append(target("cached: vs unbound", v["cached"]["qps"] >= q("unbound", "cached"),
+                    "%.2f×" % (v["cached"]["qps"] / q("unbound", "cached")), "≥ 1×"))
+    t.append(target("denied: vs dnsdist", v["denied"]["qps"] >= q("dnsdist", "denied"),
+                    "%.2f×" % (v["denied"]["qps"] / q("dnsdist", "denied")), "≥ 1×"))
+    t.append(target("denied: vs dnsmasq", v["denied"]["qps"] >= 3 * q("dnsmasq", "denied"),
+                    "%.2f×" % (v["denied"]["qps"] / q("dnsmasq", "denied")), "≥ 3×"))
+    t.append(target("miss: vs dnsdist", v["miss"]["qps"] >= q("dnsdist", "miss"),
+                    "%.2f×" % (v["miss"]["qps"] / q("dnsdist", "miss")), "≥ 1×"))
+    t.append(target("miss: vs unbound", v["miss"]["qps"] >= 2 * q("unbound", "miss"),
+                    "%.2f×" % (v["miss"]["qps"] / q("unbound", "miss")), "≥ 2×"))
+    for stream in STREAMS:
+        others = [n for n in names[1:] if n in peers]
+        for key in ("p50_us", "p99_us"):
+            best = min(peers[n][stream][key] for n in others)
+            t.append(target("%s: %s vs best peer" % (stream, key.replace("_us", "")),
+                            v[stream][key] <= best, "%.0f µs vs %.0f µs" % (v[stream][key], best),
+                            "≤ best"))
+    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    block = "\n".join([
+        "<!-- compare-dns:begin (written by bench/compare.sh; do not edit by hand) -->",
+        "Run: %s, %s, %d s per throughput measurement (median of %d), latency at %d queries/s "
+        "offered, vibepit-proxy threads=%s." % (
+            results["when"], results["machine"], results["duration_s"], results["repeat"],
+            results["latency_qps"], results["vibepit_threads"]),
+        "",
+        "| stream | vibepit-proxy | dnsmasq | unbound | dnsdist |",
+        "|---|---|---|---|---|",
+    ] + rows + ["", "| target | measured | goal | |", "|---|---|---|---|"] + t +
+        ["<!-- compare-dns:end -->"])
+    if "<!-- compare-dns:begin" in text:
+        text = re.sub(r"<!-- compare-dns:begin.*?<!-- compare-dns:end -->", lambda _: block, text,
+                      flags=re.S)
+    else:
+        text = text.rstrip() + "\n\n## DNS\n\n" + block + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
+    ap.add_argument("--duration", type=int, default=5, help="seconds per throughput run")
+    ap.add_argument("--repeat", type=int, default=3, help="throughput runs per stream; median reported")
+    ap.add_argument("--latency-qps", type=int, default=10000, help="offered load for the latency runs")
+    ap.add_argument("--threads", type=int, default=0, help="vibepit-proxy threads (0 = per core)")
+    ap.add_argument("--peers", default="dnsmasq,unbound,dnsdist", help="comma list; empty for none")
+    ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-dns-results.json"))
+    ap.add_argument("--markdown", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    args = ap.parse_args()
+
+    topo = DnsTopology(args.bin_dir)
+    netns.install_signal_cleanup()
+    topo.start()
+    try:
+        paths = write_streams(topo.tmp, 400000 * args.duration)
+        starters = {"vibepit": lambda: start_vibepit(topo, args.threads),
+                    "dnsmasq": lambda: start_dnsmasq(topo),
+                    "unbound": lambda: start_unbound(topo),
+                    "dnsdist": lambda: start_dnsdist(topo)}
+        peers = {}
+        for name in ["vibepit"] + [p for p in args.peers.split(",") if p]:
+            peers[name] = run_peer(topo, name, starters[name], paths, args)
+    finally:
+        topo.close()
+    results = {
+        "when": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
+        "duration_s": args.duration, "repeat": args.repeat, "latency_qps": args.latency_qps,
+        "vibepit_threads": args.threads, "peers": peers,
+    }
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=2)
+    render(results, args.markdown)
+    print("compare-dns: wrote %s and %s" % (args.json, args.markdown))
+
+
+if __name__ == "__main__":
+    main()
