@@ -64,8 +64,7 @@ struct DnsWorker::Forward {
   Query q;
   proxy::DecisionRecord rec;
   std::shared_ptr<const policy::Snapshot> snap;
-  Transport transport;
-  ReplyFn reply;
+  ReplyTo to;
 };
 
 DnsWorker::DnsWorker(asio::io_context& io, const proxy::Config& cfg, policy::SnapshotStore& store,
@@ -119,14 +118,15 @@ std::size_t DnsWorker::reply_limit(const Query& q, Transport t) const {
 }
 
 void DnsWorker::reply_error(std::span<const std::uint8_t> pkt, const Query& q, Rcode rc,
-                            proxy::DecisionRecord& rec, const ReplyFn& reply) {
+                            proxy::DecisionRecord& rec, const ReplyTo& to) {
   auto n = build_error(pkt, q, rc, cfg_.dns.udp_payload, wbuf_);
   emit(rec, rc);
-  if (n) reply(std::span<const std::uint8_t>(wbuf_.data(), n));
+  if (n) deliver(to, std::span<const std::uint8_t>(wbuf_.data(), n));
 }
 
 bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::address& client,
-                       std::uint16_t client_port, Transport t, ReplyFn reply) {
+                       std::uint16_t client_port, ReplyTo to) {
+  const Transport t = to.transport;
   Query q;
   auto err = parse_query(pkt, q);
   // Runts and responses get no answer: answering responses invites reflection loops.
@@ -136,13 +136,13 @@ bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::addres
   if (!limiter_.allow(client, now)) {
     rec.reason = policy::Reason::rate_limited;
     rec.detail = "client over dns-client-qps";
-    reply_error(pkt, q, Rcode::refused, rec, reply);
+    reply_error(pkt, q, Rcode::refused, rec, to);
     return true;
   }
   if (err != WireError::none) {
     rec.reason = policy::Reason::invalid_target;
     rec.detail = std::string("malformed query: ") + std::string(to_string(err));
-    reply_error(pkt, q, err == WireError::bad_opcode ? Rcode::notimp : Rcode::formerr, rec, reply);
+    reply_error(pkt, q, err == WireError::bad_opcode ? Rcode::notimp : Rcode::formerr, rec, to);
     return true;
   }
   auto snap = store_.current();
@@ -150,7 +150,7 @@ bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::addres
   if (q.qname.len > cfg_.dns.max_qname || longest_label(q.qname.view()) > cfg_.dns.max_label) {
     rec.reason = policy::Reason::invalid_target;
     rec.detail = "name longer than dns-max-qname or a label longer than dns-max-label";
-    reply_error(pkt, q, deny_rcode(), rec, reply);
+    reply_error(pkt, q, deny_rcode(), rec, to);
     return true;
   }
   // Policy first, always: a cached answer never outlives the rule that let it in.
@@ -161,16 +161,16 @@ bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::addres
   switch (verdict.action) {
     case QueryAction::deny:
     case QueryAction::deny_qtype:
-      reply_error(pkt, q, deny_rcode(), rec, reply);
+      reply_error(pkt, q, deny_rcode(), rec, to);
       return true;
     case QueryAction::notimp:
-      reply_error(pkt, q, Rcode::notimp, rec, reply);
+      reply_error(pkt, q, Rcode::notimp, rec, to);
       return true;
     case QueryAction::any_hinfo: {
       rec.verdict = policy::Verdict::allow;
       auto n = build_any_hinfo(pkt, q, 3600, cfg_.dns.udp_payload, wbuf_);
       emit(rec, Rcode::noerror);
-      if (n) reply(std::span<const std::uint8_t>(wbuf_.data(), n));
+      if (n) deliver(to, std::span<const std::uint8_t>(wbuf_.data(), n));
       return true;
     }
     case QueryAction::forward:
@@ -185,32 +185,32 @@ bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::addres
       rec.reason = policy::Reason::blocked_address;
       rec.range = answer.range;
       rec.detail = "answer holds " + answer.addr.to_string();
-      reply_error(pkt, q, deny_rcode(), rec, reply);
+      reply_error(pkt, q, deny_rcode(), rec, to);
       return true;
     }
     rec.verdict = policy::Verdict::allow;
     emit(rec, hit.rcode);
-    reply(std::span<const std::uint8_t>(wbuf_.data(), hit.size));
+    deliver(to, std::span<const std::uint8_t>(wbuf_.data(), hit.size));
     return true;
   }
   if (pending_ >= cfg_.dns.max_pending) {
     rec.reason = policy::Reason::overloaded;
     rec.detail = "dns-max-pending upstream queries in flight";
-    reply_error(pkt, q, Rcode::servfail, rec, reply);
+    reply_error(pkt, q, Rcode::servfail, rec, to);
     return true;
   }
-  forward(pkt, q, std::move(rec), std::move(snap), t, std::move(reply));
+  forward(pkt, q, std::move(rec), std::move(snap), std::move(to));
   return true;
 }
 
 void DnsWorker::forward(std::span<const std::uint8_t> pkt, const Query& q,
                         proxy::DecisionRecord rec, std::shared_ptr<const policy::Snapshot> snap,
-                        Transport t, ReplyFn reply) {
+                        ReplyTo to) {
   auto n = build_upstream_query(pkt, q, cfg_.dns.udp_payload, qbuf_);
   if (n == 0) {
     rec.reason = policy::Reason::invalid_target;
     rec.detail = "query too large to forward";
-    reply_error(pkt, q, Rcode::servfail, rec, reply);
+    reply_error(pkt, q, Rcode::servfail, rec, to);
     return;
   }
   auto* f = new Forward{weak_from_this(),
@@ -218,10 +218,9 @@ void DnsWorker::forward(std::span<const std::uint8_t> pkt, const Query& q,
                         q,
                         std::move(rec),
                         std::move(snap),
-                        t,
-                        std::move(reply)};
+                        std::move(to)};
   ++pending_;
-  auto& channel = t == Transport::tcp ? tcp_upstream_ : udp_upstream_;
+  auto& channel = f->to.transport == Transport::tcp ? tcp_upstream_ : udp_upstream_;
   ares_send(channel.get(), qbuf_.data(), static_cast<int>(n), &DnsWorker::on_upstream, f);
   channel.rearm_timer();
 }
@@ -245,7 +244,7 @@ void DnsWorker::finish_forward(Forward& f, int status, std::span<const std::uint
     // Fail closed: no answer is better than a guess.
     rec.reason = policy::Reason::resolve_failed;
     rec.detail = std::string("upstream: ") + ares_strerror(status);
-    reply_error(f.pkt, f.q, Rcode::servfail, rec, f.reply);
+    reply_error(f.pkt, f.q, Rcode::servfail, rec, f.to);
     return;
   }
   thread_local ResponseInfo info;
@@ -253,7 +252,7 @@ void DnsWorker::finish_forward(Forward& f, int status, std::span<const std::uint
   if (err != WireError::none) {
     rec.reason = policy::Reason::resolve_failed;
     rec.detail = std::string("upstream answer rejected: ") + std::string(to_string(err));
-    reply_error(f.pkt, f.q, Rcode::servfail, rec, f.reply);
+    reply_error(f.pkt, f.q, Rcode::servfail, rec, f.to);
     return;
   }
   rec.addrs = info.addrs;
@@ -265,22 +264,22 @@ void DnsWorker::finish_forward(Forward& f, int status, std::span<const std::uint
     rec.reason = policy::Reason::blocked_address;
     rec.range = verdict.range;
     rec.detail = "answer holds " + verdict.addr.to_string();
-    reply_error(f.pkt, f.q, deny_rcode(), rec, f.reply);
+    reply_error(f.pkt, f.q, deny_rcode(), rec, f.to);
     return;
   }
   cache_.insert(f.q, answer, info, clock::now());
-  auto n = build_reply_from_upstream(answer, info, f.pkt, f.q, reply_limit(f.q, f.transport),
+  auto n = build_reply_from_upstream(answer, info, f.pkt, f.q, reply_limit(f.q, f.to.transport),
                                      cfg_.dns.udp_payload, wbuf_);
   if (n == 0) {
     rec.reason = policy::Reason::resolve_failed;
     rec.detail = "upstream answer too large";
-    reply_error(f.pkt, f.q, Rcode::servfail, rec, f.reply);
+    reply_error(f.pkt, f.q, Rcode::servfail, rec, f.to);
     return;
   }
   rec.verdict = policy::Verdict::allow;
   rec.reason = policy::Reason::allowlisted;
   emit(rec, info.rcode);
-  f.reply(std::span<const std::uint8_t>(wbuf_.data(), n));
+  deliver(f.to, std::span<const std::uint8_t>(wbuf_.data(), n));
 }
 
 }  // namespace vibepit::dns

@@ -1,6 +1,9 @@
 #pragma once
 // One I/O thread's share of the DNS server (see server.hpp). Everything here runs on that
 // thread's io_context only.
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -28,9 +31,19 @@ namespace vibepit::dns {
 
 enum class Transport { udp, tcp };
 
-// Where a reply goes. UDP replies are sent at once from the worker's buffer; TCP replies are
-// handed to the connection, which copies them.
-using ReplyFn = std::function<void(std::span<const std::uint8_t>)>;
+class DnsWorker;
+
+// Where a reply goes: a small value, so that answering allocates nothing. UDP replies made
+// while a batch of datagrams is being handled leave together with one sendmmsg(); later ones
+// (upstream answers) with one sendto(). TCP replies go to the connection. `custom` is for
+// tests that call handle() directly.
+struct ReplyTo {
+  Transport transport = Transport::udp;
+  int udp_fd = -1;
+  asio::ip::udp::endpoint peer;
+  std::shared_ptr<void> conn;  // the TcpConn, kept alive while its answer is pending
+  std::function<void(std::span<const std::uint8_t>)> custom;
+};
 
 // A token bucket per client address, bounded in size.
 class RateLimiter {
@@ -59,11 +72,11 @@ class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
   void start();  // on the loop
   void stop();   // on the loop
 
-  // Handle one query from `client`. Calls `reply` exactly once, now or when the upstream
-  // answers, and returns true; returns false without calling it for packets that get no
-  // answer (responses, runts).
+  // Handle one query from `client`. Answers `to` exactly once, now or when the upstream
+  // answers, and returns true; returns false without answering packets that get no answer
+  // (responses, runts).
   bool handle(std::span<const std::uint8_t> pkt, const asio::ip::address& client,
-              std::uint16_t client_port, Transport t, ReplyFn reply);
+              std::uint16_t client_port, ReplyTo to);
 
   asio::io_context& io() { return io_; }
   const proxy::DnsConfig& cfg() const { return cfg_.dns; }
@@ -78,11 +91,13 @@ class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
   void drain_udp(std::size_t index);
   void accept_tcp(std::size_t index);
   void forward(std::span<const std::uint8_t> pkt, const Query& q, proxy::DecisionRecord rec,
-               std::shared_ptr<const policy::Snapshot> snap, Transport t, ReplyFn reply);
+               std::shared_ptr<const policy::Snapshot> snap, ReplyTo to);
+  void deliver(const ReplyTo& to, std::span<const std::uint8_t> reply);
+  void flush_udp_batch();
   static void on_upstream(void* arg, int status, int timeouts, unsigned char* abuf, int alen);
   void finish_forward(Forward& f, int status, std::span<const std::uint8_t> answer);
   void reply_error(std::span<const std::uint8_t> pkt, const Query& q, Rcode rc,
-                   proxy::DecisionRecord& rec, const ReplyFn& reply);
+                   proxy::DecisionRecord& rec, const ReplyTo& to);
   proxy::DecisionRecord make_record(const Query& q, const asio::ip::address& client,
                                     std::uint16_t port, Transport t);
   void emit(proxy::DecisionRecord& rec, Rcode rc);
@@ -103,7 +118,18 @@ class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
   std::size_t tcp_count_ = 0;
   std::size_t pending_ = 0;
   bool stopped_ = false;
-  std::vector<std::uint8_t> rbuf_ = std::vector<std::uint8_t>(65'536);
+  // UDP datagrams move kUdpBatch at a time: one recvmmsg() in, one sendmmsg() out.
+  static constexpr int kUdpBatch = 32;
+  static constexpr std::size_t kUdpSlot = 4'096;  // dns-udp-payload is at most 4096
+  struct UdpBatch {
+    std::array<std::array<std::uint8_t, kUdpSlot>, kUdpBatch> in{}, out{};
+    std::array<sockaddr_storage, kUdpBatch> from{}, from_out{};
+    std::array<iovec, kUdpBatch> iov_in{}, iov_out{};
+    std::array<mmsghdr, kUdpBatch> msgs_in{}, msgs_out{};
+    int replies = 0;
+  };
+  std::unique_ptr<UdpBatch> batch_;
+  int batch_fd_ = -1;  // the socket whose batch is being handled, else -1
   std::vector<std::uint8_t> wbuf_ = std::vector<std::uint8_t>(65'536);
   std::vector<std::uint8_t> qbuf_ = std::vector<std::uint8_t>(1'024);
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -1,6 +1,8 @@
 // The DNS server's sockets: UDP receive loops and TCP connections (RFC 7766 framing).
 #include <sys/socket.h>
+#include <sys/uio.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -16,8 +18,6 @@ namespace {
 
 using asio::ip::tcp;
 using asio::ip::udp;
-
-constexpr int kUdpBatch = 64;  // datagrams handled per wakeup before other work runs
 
 void reuse_port(int fd) {
   int one = 1;
@@ -77,15 +77,18 @@ class DnsWorker::TcpConn : public std::enable_shared_from_this<TcpConn> {
                      [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
                        if (ec || self->closed_) return self->close();
                        self->timer_.cancel();  // the upstream has its own deadline
-                       // The callback holds the connection while the upstream answers.
-                       bool will_answer = self->w_.handle(
-                           self->body_, self->peer_.address(), self->peer_.port(), Transport::tcp,
-                           [self](std::span<const std::uint8_t> reply) { self->send(reply); });
+                       // The reply target holds the connection while the upstream answers.
+                       ReplyTo to;
+                       to.transport = Transport::tcp;
+                       to.conn = self;
+                       bool will_answer = self->w_.handle(self->body_, self->peer_.address(),
+                                                          self->peer_.port(), std::move(to));
                        // No answer at all (a response packet): the stream is out of step.
                        if (!will_answer) self->close();
                      });
   }
 
+ public:
   void send(std::span<const std::uint8_t> reply) {
     if (closed_) return;
     out_.resize(reply.size() + 2);
@@ -103,6 +106,7 @@ class DnsWorker::TcpConn : public std::enable_shared_from_this<TcpConn> {
                       });
   }
 
+ private:
   DnsWorker& w_;
   tcp::socket socket_;
   asio::steady_timer timer_;
@@ -163,35 +167,84 @@ void DnsWorker::receive_udp(std::size_t index) {
                          });
 }
 
-// Read datagrams with plain non-blocking recvfrom until the socket is empty (or a batch is
-// done, so TCP clients and upstream answers on this thread get their turn), then wait.
+// Datagrams come in kUdpBatch at a time with one recvmmsg(); the answers made while they are
+// handled (denials, cache hits) leave together with one sendmmsg(). After a full batch the
+// loop lets TCP clients and upstream answers on this thread run before it reads on.
 void DnsWorker::drain_udp(std::size_t index) {
-  int fd = udp_[index].native_handle();
+  if (!batch_) batch_ = std::make_unique<UdpBatch>();
+  auto& b = *batch_;
+  const int fd = udp_[index].native_handle();
   for (int i = 0; i < kUdpBatch; ++i) {
-    sockaddr_storage from{};
-    socklen_t from_len = sizeof from;
-    ssize_t n = ::recvfrom(fd, rbuf_.data(), rbuf_.size(), MSG_DONTWAIT,
-                           reinterpret_cast<sockaddr*>(&from), &from_len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      // EAGAIN: empty. Anything else (an ICMP error queued on the socket) is not fatal.
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return receive_udp(index);
-      continue;
-    }
-    udp::endpoint peer;
-    std::memcpy(peer.data(), &from, std::min<std::size_t>(from_len, sizeof(sockaddr_storage)));
-    peer.resize(from_len);
-    handle(std::span<const std::uint8_t>(rbuf_.data(), static_cast<std::size_t>(n)), peer.address(),
-           peer.port(), Transport::udp, [fd, peer](std::span<const std::uint8_t> reply) {
-             // Never blocks: a full socket buffer drops the reply, as the network could.
-             ::sendto(fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL, peer.data(),
-                      static_cast<socklen_t>(peer.size()));
-           });
-    if (stopped_) return;
+    b.iov_in[i] = {b.in[i].data(), kUdpSlot};
+    b.msgs_in[i].msg_hdr = {};
+    b.msgs_in[i].msg_hdr.msg_name = &b.from[i];
+    b.msgs_in[i].msg_hdr.msg_namelen = sizeof b.from[i];
+    b.msgs_in[i].msg_hdr.msg_iov = &b.iov_in[i];
+    b.msgs_in[i].msg_hdr.msg_iovlen = 1;
   }
+  int got = ::recvmmsg(fd, b.msgs_in.data(), kUdpBatch, MSG_DONTWAIT, nullptr);
+  if (got <= 0) {
+    // EAGAIN: empty. Anything else (an ICMP error queued on the socket) is not fatal: wait.
+    if (got < 0 && errno == EINTR) return drain_udp(index);
+    return receive_udp(index);
+  }
+  batch_fd_ = fd;
+  b.replies = 0;
+  for (int i = 0; i < got && !stopped_; ++i) {
+    const auto& hdr = b.msgs_in[i].msg_hdr;
+    if (hdr.msg_flags & MSG_TRUNC) continue;  // over 4 KiB: no DNS query is that large
+    udp::endpoint peer;
+    std::memcpy(peer.data(), &b.from[i], std::min<std::size_t>(hdr.msg_namelen, sizeof b.from[i]));
+    peer.resize(hdr.msg_namelen);
+    ReplyTo to;
+    to.udp_fd = fd;
+    to.peer = peer;
+    handle(std::span<const std::uint8_t>(b.in[i].data(), b.msgs_in[i].msg_len), peer.address(),
+           peer.port(), std::move(to));
+  }
+  flush_udp_batch();
+  batch_fd_ = -1;
+  if (stopped_) return;
+  if (got < kUdpBatch) return receive_udp(index);
   asio::post(io_, [this, index, alive = alive_] {
     if (*alive && !stopped_) drain_udp(index);
   });
+}
+
+void DnsWorker::flush_udp_batch() {
+  auto& b = *batch_;
+  int sent = 0;
+  while (sent < b.replies) {
+    // Never blocks: a full socket buffer drops the rest, as the network could.
+    int n = ::sendmmsg(batch_fd_, b.msgs_out.data() + sent, static_cast<unsigned>(b.replies - sent),
+                       MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += n;
+  }
+  b.replies = 0;
+}
+
+void DnsWorker::deliver(const ReplyTo& to, std::span<const std::uint8_t> reply) {
+  if (to.custom) return to.custom(reply);
+  if (to.transport == Transport::tcp) {
+    return static_cast<TcpConn*>(to.conn.get())->send(reply);
+  }
+  if (batch_fd_ == to.udp_fd && batch_ && batch_->replies < kUdpBatch && reply.size() <= kUdpSlot) {
+    auto& b = *batch_;
+    const int i = b.replies++;
+    std::memcpy(b.out[i].data(), reply.data(), reply.size());
+    b.iov_out[i] = {b.out[i].data(), reply.size()};
+    b.msgs_out[i].msg_hdr = {};
+    // The peer address lives in `to`, which is gone by the flush: keep a copy in the slot.
+    std::memcpy(&b.from_out[i], to.peer.data(), to.peer.size());
+    b.msgs_out[i].msg_hdr.msg_name = &b.from_out[i];
+    b.msgs_out[i].msg_hdr.msg_namelen = static_cast<socklen_t>(to.peer.size());
+    b.msgs_out[i].msg_hdr.msg_iov = &b.iov_out[i];
+    b.msgs_out[i].msg_hdr.msg_iovlen = 1;
+    return;
+  }
+  ::sendto(to.udp_fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL, to.peer.data(),
+           static_cast<socklen_t>(to.peer.size()));
 }
 
 void DnsWorker::accept_tcp(std::size_t index) {

@@ -57,13 +57,14 @@ struct Fixture : ::testing::Test {
   std::optional<int> ask(const Bytes& pkt) {
     std::optional<int> rcode;
     bool called = false;
-    bool answers =
-        worker->handle(pkt, client, 5353, Transport::udp, [&](std::span<const std::uint8_t> reply) {
-          called = true;
-          EXPECT_GE(reply.size(), kHeaderSize);
-          EXPECT_EQ(test::get16(reply, 0), test::get16(pkt, 0));
-          rcode = reply[3] & 0x0f;
-        });
+    ReplyTo to;
+    to.custom = [&](std::span<const std::uint8_t> reply) {
+      called = true;
+      EXPECT_GE(reply.size(), kHeaderSize);
+      EXPECT_EQ(test::get16(reply, 0), test::get16(pkt, 0));
+      rcode = reply[3] & 0x0f;
+    };
+    bool answers = worker->handle(pkt, client, 5353, std::move(to));
     EXPECT_EQ(answers, called) << "a reply now, or none at all (no upstream in this test)";
     return rcode;
   }
