@@ -100,8 +100,16 @@ proxy::DecisionRecord DnsWorker::make_record(const Query& q, const asio::ip::add
   rec.id = log_.next_id();
   rec.ts_us = now_us();
   rec.src = "dns";
-  rec.client = (client.is_v6() ? "[" + client.to_string() + "]" : client.to_string()) + ":" +
-               std::to_string(port);
+  // Text is made by the log's writer thread, off this path.
+  if (client.is_v4()) {
+    auto b = client.to_v4().to_bytes();
+    std::copy(b.begin(), b.end(), rec.client_ip.bytes.begin());
+  } else {
+    auto b = client.to_v6().to_bytes();
+    rec.client_ip.v6 = true;
+    std::copy(b.begin(), b.end(), rec.client_ip.bytes.begin());
+  }
+  rec.client_port = port;
   rec.host.assign(q.qname.view());
   rec.qtype = q.qtype;
   rec.transport = t == Transport::udp ? "udp" : "tcp";
@@ -157,7 +165,10 @@ bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::addres
   auto verdict = check_query(q, *snap, qtypes_);
   rec.reason = verdict.reason;
   if (verdict.rule) rec.rule = verdict.rule->text;
-  if (!verdict.detail.empty()) rec.detail.assign(verdict.detail);
+  // Allowed queries need no explanation; denials say why.
+  if (verdict.action != QueryAction::forward && !verdict.detail.empty()) {
+    rec.detail.assign(verdict.detail);
+  }
   switch (verdict.action) {
     case QueryAction::deny:
     case QueryAction::deny_qtype:
@@ -231,7 +242,7 @@ void DnsWorker::on_upstream(void* arg, int status, int /*timeouts*/, unsigned ch
   // On ARES_EDESTRUCTION the worker is going away: nothing may be touched.
   if (status == ARES_EDESTRUCTION) return;
   auto w = f->worker.lock();
-  if (!w || !*w->alive_) return;
+  if (!w || !*w->alive_ || w->stopped_) return;  // after stop() the sockets are gone
   --w->pending_;
   std::span<const std::uint8_t> answer;
   if (abuf && alen > 0) answer = {abuf, static_cast<std::size_t>(alen)};

@@ -93,6 +93,7 @@ class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
   void forward(std::span<const std::uint8_t> pkt, const Query& q, proxy::DecisionRecord rec,
                std::shared_ptr<const policy::Snapshot> snap, ReplyTo to);
   void deliver(const ReplyTo& to, std::span<const std::uint8_t> reply);
+  void begin_udp_batch(int fd);
   void flush_udp_batch();
   static void on_upstream(void* arg, int status, int timeouts, unsigned char* abuf, int alen);
   void finish_forward(Forward& f, int status, std::span<const std::uint8_t> answer);

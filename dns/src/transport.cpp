@@ -143,6 +143,13 @@ udp::endpoint DnsWorker::bind(const udp::endpoint& ep) {
 }
 
 void DnsWorker::start() {
+  // Upstream answers that complete together (one c-ares read) leave in one sendmmsg() too,
+  // when the worker has a single UDP socket to answer from.
+  if (udp_.size() == 1) {
+    int fd = udp_[0].native_handle();
+    udp_upstream_.set_batch_hooks([this, fd] { begin_udp_batch(fd); },
+                                  [this] { flush_udp_batch(); });
+  }
   for (std::size_t i = 0; i < udp_.size(); ++i) receive_udp(i);
   for (std::size_t i = 0; i < tcp_.size(); ++i) accept_tcp(i);
 }
@@ -188,8 +195,7 @@ void DnsWorker::drain_udp(std::size_t index) {
     if (got < 0 && errno == EINTR) return drain_udp(index);
     return receive_udp(index);
   }
-  batch_fd_ = fd;
-  b.replies = 0;
+  begin_udp_batch(fd);
   for (int i = 0; i < got && !stopped_; ++i) {
     const auto& hdr = b.msgs_in[i].msg_hdr;
     if (hdr.msg_flags & MSG_TRUNC) continue;  // over 4 KiB: no DNS query is that large
@@ -203,7 +209,6 @@ void DnsWorker::drain_udp(std::size_t index) {
            peer.port(), std::move(to));
   }
   flush_udp_batch();
-  batch_fd_ = -1;
   if (stopped_) return;
   if (got < kUdpBatch) return receive_udp(index);
   asio::post(io_, [this, index, alive = alive_] {
@@ -211,7 +216,14 @@ void DnsWorker::drain_udp(std::size_t index) {
   });
 }
 
+void DnsWorker::begin_udp_batch(int fd) {
+  if (!batch_) batch_ = std::make_unique<UdpBatch>();
+  batch_fd_ = fd;
+  batch_->replies = 0;
+}
+
 void DnsWorker::flush_udp_batch() {
+  if (batch_fd_ < 0) return;
   auto& b = *batch_;
   int sent = 0;
   while (sent < b.replies) {
@@ -222,6 +234,7 @@ void DnsWorker::flush_udp_batch() {
     sent += n;
   }
   b.replies = 0;
+  batch_fd_ = -1;
 }
 
 void DnsWorker::deliver(const ReplyTo& to, std::span<const std::uint8_t> reply) {

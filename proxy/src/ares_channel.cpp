@@ -122,13 +122,19 @@ void AresChannel::watch(const std::shared_ptr<Watch>& w, bool read) {
     if (!*alive) return;
     (read ? w->reading : w->writing) = false;
     if (ec || w->closed) return;
-    ares_process_fd(channel_, read ? w->fd : ARES_SOCKET_BAD, read ? ARES_SOCKET_BAD : w->fd);
+    process(read ? w->fd : ARES_SOCKET_BAD, read ? ARES_SOCKET_BAD : w->fd);
     // The callback may have closed the socket or changed what c-ares wants.
     if (!w->closed && (read ? w->want_read : w->want_write) && !(read ? w->reading : w->writing)) {
       watch(w, read);
     }
     rearm_timer();
   });
+}
+
+void AresChannel::process(int read_fd, int write_fd) {
+  if (before_) before_();
+  ares_process_fd(channel_, read_fd, write_fd);
+  if (after_) after_();
 }
 
 void AresChannel::rearm_timer() {
@@ -140,7 +146,7 @@ void AresChannel::rearm_timer() {
   timer_.expires_after(std::chrono::seconds(tv.tv_sec) + std::chrono::microseconds(tv.tv_usec));
   timer_.async_wait([this, alive = alive_](const asio::error_code& ec) {
     if (!*alive || ec) return;
-    ares_process_fd(channel_, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
+    process(ARES_SOCKET_BAD, ARES_SOCKET_BAD);
     rearm_timer();
   });
 }

@@ -102,7 +102,13 @@ void field(std::string& out, const char* name, std::uint64_t v) {
 }
 
 void dns_fields(std::string& out, const DecisionRecord& r) {
-  field(out, "client", r.client);
+  if (r.client.empty() && r.client_port != 0) {
+    auto ip = r.client_ip.to_string();
+    field(out, "client",
+          (r.client_ip.v6 ? "[" + ip + "]" : ip) + ":" + std::to_string(r.client_port));
+  } else {
+    field(out, "client", r.client);
+  }
   if (r.transport) field(out, "transport", r.transport);
   field(out, "qname", r.host);
   field(out, "qtype", r.qtype ? dns_type_name(r.qtype) : std::string());

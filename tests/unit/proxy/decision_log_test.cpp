@@ -72,6 +72,17 @@ TEST(DecisionLog, DnsLineHasTheDnsFields) {
   EXPECT_FALSE(j.contains("method"));  // proxy fields stay out of DNS records
 }
 
+TEST(DecisionLog, DnsClientAddressIsFormattedByTheWriter) {
+  DecisionRecord r;
+  r.src = "dns";
+  r.qtype = 1;
+  r.client_ip = *policy::IpAddr::parse("2001:db8::5");
+  r.client_port = 5300;
+  EXPECT_EQ(nlohmann::json::parse(to_json_line(r))["client"], "[2001:db8::5]:5300");
+  r.client_ip = *policy::IpAddr::parse("192.0.2.2");
+  EXPECT_EQ(nlohmann::json::parse(to_json_line(r))["client"], "192.0.2.2:5300");
+}
+
 TEST(DecisionLog, CloseLineAddsBytesAndDuration) {
   auto r = sample();
   r.close = true;

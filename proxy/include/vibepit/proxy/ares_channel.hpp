@@ -6,6 +6,7 @@
 // channel itself: one per io_context.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -38,6 +39,13 @@ class AresChannel {
   AresChannel& operator=(const AresChannel&) = delete;
 
   ares_channeldata* get() const { return channel_; }
+  // Called around every batch of c-ares processing (one readiness event or a timeout), in
+  // which many queries may complete: a user can gather what the callbacks produce and
+  // send it in one go.
+  void set_batch_hooks(std::function<void()> before, std::function<void()> after) {
+    before_ = std::move(before);
+    after_ = std::move(after);
+  }
   // Call after starting a query on get(): c-ares may want its timer earlier now.
   void rearm_timer();
 
@@ -45,11 +53,13 @@ class AresChannel {
   struct Watch;
   static void on_sock_state(void* data, int fd, int readable, int writable);
   void watch(const std::shared_ptr<Watch>& w, bool read);
+  void process(int read_fd, int write_fd);
 
   asio::io_context& io_;
   ares_channeldata* channel_ = nullptr;
   asio::steady_timer timer_;
   std::unordered_map<int, std::shared_ptr<Watch>> watches_;
+  std::function<void()> before_, after_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 

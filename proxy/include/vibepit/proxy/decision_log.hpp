@@ -45,6 +45,10 @@ struct DecisionRecord {
   const char* transport = nullptr;  // "udp" or "tcp"
   bool cached = false;
   std::vector<policy::IpAddr> addrs;
+  // The client as an address and port, formatted by the writer thread into `client` when
+  // `client` is empty (the DNS server's per-query path does not format text).
+  policy::IpAddr client_ip;
+  std::uint16_t client_port = 0;
 };
 
 std::string to_json_line(const DecisionRecord& r);  // one NDJSON line, with '\n'
