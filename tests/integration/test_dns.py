@@ -4,6 +4,7 @@ answers checked for blocked addresses (A, AAAA, CNAME chains, HTTPS hints), quer
 types, upstream failure, truncation, the cache, the per-client rate limit, malformed
 input over UDP and TCP, and one decision record per answered query."""
 
+import datetime
 import ipaddress
 import random
 import re
@@ -177,11 +178,14 @@ class DnsCase(base.TopologyCase):
         host = (listener or (p.dns_host, p.dns_port))[0]
         sport = free_port(self.topo, host)
         client = ("[::1]:%d" if ":" in host else "127.0.0.1:%d") % sport
+        sent = datetime.datetime.now(datetime.timezone.utc)
         r = self.dig(name, qtype, proxy=p, tcp=tcp, opts=opts, timeout=timeout, listener=listener,
                      source_port=sport)
         wanted = {status} if isinstance(status, str) else set(status)
         self.assertIn(r.status, wanted, "%r%s" % (r, p.diag()))
-        recs = p.wait_dns_records(lambda rec: rec.get("client") == client, timeout=3.0)
+        # The client port alone is not unique: an earlier raw socket may have had it.
+        recs = p.wait_dns_records(lambda rec: rec.get("client") == client and
+                                  record_time(rec) >= sent, timeout=3.0)
         self.assertEqual(len(recs), 1, "want one decision record from %s (%s %s): %s%s"
                          % (client, name, qtype, recs, p.diag()))
         match = recs[0]
@@ -281,6 +285,12 @@ class DnsCase(base.TopologyCase):
         """The next good query is answered."""
         r, _ = self.query("allowed.test", proxy=proxy, tcp=tcp)
         self.assertEqual(r.data("A"), ["198.51.100.10"], r)
+
+
+def record_time(rec):
+    """A decision record's ts as an aware UTC datetime."""
+    return datetime.datetime.strptime(rec["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc)
 
 
 # ------------------------------------------------------------------ tests
