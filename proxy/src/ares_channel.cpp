@@ -139,13 +139,18 @@ void AresChannel::process(int read_fd, int write_fd) {
 
 void AresChannel::rearm_timer() {
   timeval tv{};
-  if (!ares_timeout(channel_, nullptr, &tv)) {
-    timer_.cancel();
-    return;
-  }
-  timer_.expires_after(std::chrono::seconds(tv.tv_sec) + std::chrono::microseconds(tv.tv_usec));
+  if (!ares_timeout(channel_, nullptr, &tv)) return;  // nothing pending; an armed timer is harmless
+  auto due = asio::steady_timer::clock_type::now() + std::chrono::seconds(tv.tv_sec) +
+             std::chrono::microseconds(tv.tv_usec);
+  // Called after every query and every answer: move the timer only when c-ares needs it
+  // sooner. A later wake-up than needed cannot happen; an early one just processes nothing
+  // and re-arms. This keeps a timer update (and its syscall) off each query.
+  if (timer_armed_ && timer_.expiry() <= due) return;
+  timer_armed_ = true;
+  timer_.expires_at(due);
   timer_.async_wait([this, alive = alive_](const asio::error_code& ec) {
-    if (!*alive || ec) return;
+    if (!*alive || ec == asio::error::operation_aborted) return;  // moved sooner, or gone
+    timer_armed_ = false;
     process(ARES_SOCKET_BAD, ARES_SOCKET_BAD);
     rearm_timer();
   });

@@ -58,6 +58,7 @@ class AresChannel {
   asio::io_context& io_;
   ares_channeldata* channel_ = nullptr;
   asio::steady_timer timer_;
+  bool timer_armed_ = false;  // a wait is pending on timer_
   std::unordered_map<int, std::shared_ptr<Watch>> watches_;
   std::function<void()> before_, after_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
