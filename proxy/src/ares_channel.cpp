@@ -138,18 +138,17 @@ void AresChannel::process(int read_fd, int write_fd) {
 }
 
 void AresChannel::rearm_timer() {
+  // Called after every query and every batch of answers. Every query gets the same timeout,
+  // so a new query's deadline is never earlier than one already waited for: while the timer
+  // is armed there is nothing to do (and ares_timeout, which walks every pending query, is
+  // not called). An early wake-up processes nothing and re-arms.
+  if (timer_armed_) return;
   timeval tv{};
-  if (!ares_timeout(channel_, nullptr, &tv)) return;  // nothing pending; an armed timer is harmless
-  auto due = asio::steady_timer::clock_type::now() + std::chrono::seconds(tv.tv_sec) +
-             std::chrono::microseconds(tv.tv_usec);
-  // Called after every query and every answer: move the timer only when c-ares needs it
-  // sooner. A later wake-up than needed cannot happen; an early one just processes nothing
-  // and re-arms. This keeps a timer update (and its syscall) off each query.
-  if (timer_armed_ && timer_.expiry() <= due) return;
+  if (!ares_timeout(channel_, nullptr, &tv)) return;  // nothing pending
   timer_armed_ = true;
-  timer_.expires_at(due);
+  timer_.expires_after(std::chrono::seconds(tv.tv_sec) + std::chrono::microseconds(tv.tv_usec));
   timer_.async_wait([this, alive = alive_](const asio::error_code& ec) {
-    if (!*alive || ec == asio::error::operation_aborted) return;  // moved sooner, or gone
+    if (!*alive || ec) return;
     timer_armed_ = false;
     process(ARES_SOCKET_BAD, ARES_SOCKET_BAD);
     rearm_timer();
