@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "vibepit/control/plane.hpp"
 #include "vibepit/dns/server.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/config.hpp"
@@ -52,7 +53,19 @@ int main(int argc, char** argv) {
   app.add_option("-c,--config", config_path, "JSON configuration file (docs/config.md)")
       ->required();
   app.add_flag("--check", check_only, "validate the configuration and exit");
+  vibepit::control::PlaneOptions control_opts;
+  std::string session_dir;
+  app.add_option("--session-dir", session_dir,
+                 "standalone control API: make this session's mTLS credentials and write the "
+                 "client's set (and session.json) into DIR");
+  app.add_option("--credentials-fd", control_opts.credentials_fd,
+                 "read the control server's credentials from this inherited descriptor "
+                 "(JSON {ca, cert, key}; the launcher's way)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--session-id", control_opts.session_id,
+                 "session id for certificate names (default: the session directory's name)");
   CLI11_PARSE(app, argc, argv);
+  control_opts.session_dir = session_dir;
 
   spdlog::set_default_logger(spdlog::stderr_color_mt("vibepit-proxy"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
@@ -62,6 +75,16 @@ int main(int argc, char** argv) {
     cfg = vibepit::proxy::load_config(config_path);
   } catch (const vibepit::proxy::ConfigError& e) {
     std::cerr << "vibepit-proxy: invalid configuration " << config_path << ": " << e.what() << "\n";
+    return 2;
+  }
+  const bool have_credentials = !session_dir.empty() || control_opts.credentials_fd >= 0;
+  if (!cfg.control.listen.empty() && !have_credentials) {
+    std::cerr << "vibepit-proxy: control-listen is set, but the control API needs credentials: "
+                 "pass --session-dir DIR or --credentials-fd N\n";
+    return 2;
+  }
+  if (!session_dir.empty() && control_opts.credentials_fd >= 0) {
+    std::cerr << "vibepit-proxy: --session-dir and --credentials-fd exclude each other\n";
     return 2;
   }
   if (check_only) {
@@ -98,13 +121,26 @@ int main(int argc, char** argv) {
         spdlog::info("listening dns {}", endpoint_text(ep.address(), ep.port()));
       }
     }
+    // The control plane registers its counters with the log, so it comes before log.start().
+    std::optional<vibepit::control::ControlPlane> control;
+    if (have_credentials) {
+      control.emplace(cfg, store, log, control_opts);
+      for (const auto& ep : control->listen()) {
+        // "listening control ADDR:PORT" (mutual TLS).
+        spdlog::info("listening control {}", endpoint_text(ep.address(), ep.port()));
+      }
+      if (!session_dir.empty())
+        spdlog::info("session {} credentials in {}", control->session_id(), session_dir);
+    }
     log.start();
     server.start();
     if (dns) dns->start();
+    if (control) control->start();
     spdlog::info("ready: {} allow-http, {} allow-dns rules, generation {}",
                  cfg.rules.allow_http.size(), cfg.rules.allow_dns.size(), store.generation());
     int sig = wait_for_signal();
     spdlog::info("signal {}: draining (up to {} ms)", sig, cfg.drain_timeout.count());
+    if (control) control->stop();
     if (dns) dns->stop();
     server.shutdown();
     log.stop();

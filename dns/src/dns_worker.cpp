@@ -118,6 +118,7 @@ proxy::DecisionRecord DnsWorker::make_record(const Query& q, const asio::ip::add
 
 void DnsWorker::emit(proxy::DecisionRecord& rec, Rcode rc) {
   rec.rcode = to_string(rc).data();  // a view of a string literal: NUL-terminated
+  rec.elapsed_us = static_cast<std::uint32_t>(std::max<std::int64_t>(now_us() - rec.ts_us, 1));
   log_.push(std::move(rec));
 }
 

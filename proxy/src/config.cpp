@@ -135,6 +135,34 @@ bool parse_dns_key(const std::string& key, const json& v, DnsConfig& dns) {
   return true;
 }
 
+// The control-* keys. Returns false when `key` is not one of them.
+bool parse_control_key(const std::string& key, const json& v, ControlConfig& c) {
+  if (key == "control-listen") {
+    c.listen = endpoint_list(v, key, 0);
+  } else if (key == "control-max-clients") {
+    c.max_clients = bounded_number(v, key, 1, 1'000);
+  } else if (key == "control-rate") {
+    c.rate = static_cast<std::uint32_t>(bounded_number(v, key, 0, 1'000'000));
+  } else if (key == "control-burst") {
+    c.burst = static_cast<std::uint32_t>(bounded_number(v, key, 1, 1'000'000));
+  } else if (key == "control-max-body") {
+    c.max_body = bounded_number(v, key, 1024, 64 << 20);
+  } else if (key == "control-max-entries") {
+    c.max_entries = bounded_number(v, key, 1, 1'000'000);
+  } else if (key == "control-timeout-ms") {
+    c.timeout = duration_ms(v, key);
+  } else if (key == "control-idle-ms") {
+    c.idle = duration_ms(v, key);
+  } else if (key == "control-cert-lifetime-hours") {
+    c.cert_lifetime_hours = static_cast<std::uint32_t>(bounded_number(v, key, 1, 24 * 366));
+  } else if (key == "control-stats-hosts") {
+    c.stats_hosts = bounded_number(v, key, 1, 1'000'000);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 namespace {
@@ -261,7 +289,7 @@ Config parse_config(std::string_view json_text) {
       cfg.max_connections = bounded_number(v, key, 1, 1'000'000);
     } else if (key == "decision-ring") {
       cfg.decision_ring = bounded_number(v, key, 1, 10'000'000);
-    } else if (parse_dns_key(key, v, cfg.dns)) {
+    } else if (parse_dns_key(key, v, cfg.dns) || parse_control_key(key, v, cfg.control)) {
       // handled
     } else {
       throw ConfigError(key, "unknown key (see docs/config.md for the keys)");

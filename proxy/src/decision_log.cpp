@@ -126,6 +126,7 @@ void dns_fields(std::string& out, const DecisionRecord& r) {
   if (!r.range.empty()) field(out, "range", r.range);
   if (!r.detail.empty()) field(out, "detail", r.detail);
   field(out, "gen", r.gen);
+  if (r.elapsed_us) field(out, "us", std::uint64_t{r.elapsed_us});
 }
 
 }  // namespace
@@ -158,6 +159,7 @@ std::string to_json_line(const DecisionRecord& r) {
   if (!r.detail.empty()) field(out, "detail", r.detail);
   if (r.status != 0) field(out, "status", std::uint64_t{r.status});
   field(out, "gen", r.gen);
+  if (r.elapsed_us && !r.close) field(out, "us", std::uint64_t{r.elapsed_us});
   if (r.close || r.totals) {
     field(out, "bytes_up", r.bytes_up);
     field(out, "bytes_down", r.bytes_down);
@@ -237,7 +239,10 @@ std::size_t DecisionLog::drain_once() {
   DecisionRecord r;
   std::vector<std::string> batch;
   for (auto& p : producers_) {
-    while (batch.size() < 1024 && p->pop(r)) batch.push_back(to_json_line(r));
+    while (batch.size() < 1024 && p->pop(r)) {
+      if (observer_) observer_(r);
+      batch.push_back(to_json_line(r));
+    }
   }
   if (batch.empty()) return 0;
   if (out_) {
@@ -265,6 +270,11 @@ void DecisionLog::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
+}
+
+std::uint64_t DecisionLog::last_seq() const {
+  std::lock_guard lock(ring_mu_);
+  return next_seq_ - 1;
 }
 
 std::vector<DecisionLog::RingEntry> DecisionLog::since(std::uint64_t after, std::size_t limit,

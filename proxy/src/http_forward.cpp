@@ -153,6 +153,7 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
 
   auto rec = new_record(method, auth);
   auto dial = co_await decide_and_dial(auth, rec, true);
+  mark_decided(rec);
   if (closed_) co_return false;
   if (!dial.ok) {
     rec.status = static_cast<std::uint16_t>(dial.status);

@@ -197,6 +197,10 @@ DecisionRecord Session::new_record(std::string_view method, const Authority& tar
   return rec;
 }
 
+void Session::mark_decided(DecisionRecord& rec) {
+  rec.elapsed_us = static_cast<std::uint32_t>(std::max<std::int64_t>(now_us() - rec.ts_us, 1));
+}
+
 void Session::emit(DecisionRecord rec) {
   w_.log.push(std::move(rec));
 }
@@ -327,6 +331,7 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
 
 asio::awaitable<void> Session::handle_connect(const Authority& target, DecisionRecord& rec) {
   auto dial = co_await decide_and_dial(target, rec, false);
+  mark_decided(rec);
   if (closed_) co_return;
   if (!dial.ok) {
     rec.status = static_cast<std::uint16_t>(dial.status);

@@ -47,6 +47,21 @@ struct DnsConfig {
   std::size_t max_label = 63;
 };
 
+// The control API's settings (keys control-*). It runs when `listen` is not empty, or when
+// vibepit-proxy is given a session directory (then on 127.0.0.1:0 by default).
+struct ControlConfig {
+  std::vector<Endpoint> listen;
+  std::size_t max_clients = 16;  // concurrent connections; more are closed at once
+  std::uint32_t rate = 500;      // requests per second across clients; 0: no limit
+  std::uint32_t burst = 1'000;
+  std::size_t max_body = 1024 * 1024;
+  std::size_t max_entries = 1'000;            // rule entries in one request
+  std::chrono::milliseconds timeout{10'000};  // handshake, request and write deadline
+  std::chrono::milliseconds idle{60'000};     // keep-alive between requests
+  std::uint32_t cert_lifetime_hours = 24 * 7;
+  std::size_t stats_hosts = 1'000;  // distinct host names counted one by one in /v1/stats
+};
+
 struct Config {
   std::vector<Endpoint> proxy_listen;
   std::vector<Endpoint> upstream_dns;
@@ -64,6 +79,7 @@ struct Config {
   std::size_t max_connections = 10'000;
   std::size_t decision_ring = 10'000;
   DnsConfig dns;
+  ControlConfig control;
 };
 
 // DNS type names: "A" -> 1, "TYPE65" -> 65 (RFC 3597); nullopt for names we do not know.

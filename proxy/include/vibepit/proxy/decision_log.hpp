@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,6 +39,7 @@ struct DecisionRecord {
   std::uint64_t bytes_up = 0;
   std::uint64_t bytes_down = 0;
   std::uint64_t ms = 0;
+  std::uint32_t elapsed_us = 0;  // request arrival to decision; 0 when not measured
   // DNS decisions (src "dns"): host holds the QNAME; the answer's addresses are formatted
   // by the writer thread, not on the I/O thread.
   std::uint16_t qtype = 0;          // 0 when the query could not be parsed that far
@@ -87,6 +89,10 @@ class DecisionLog {
   DecisionLog(const DecisionLog&) = delete;
   DecisionLog& operator=(const DecisionLog&) = delete;
 
+  // Called by the writer thread with every record before it is formatted (the control
+  // API's counters). Set before start().
+  void set_observer(std::function<void(const DecisionRecord&)> fn) { observer_ = std::move(fn); }
+
   // Create producers before start(); they live as long as the log.
   Producer& make_producer(std::size_t capacity = 1 << 14);
   void start();
@@ -96,6 +102,7 @@ class DecisionLog {
   // Ring entries with seq > after, at most limit. `lost` counts entries after `after` that
   // were already evicted from the ring.
   std::vector<RingEntry> since(std::uint64_t after, std::size_t limit, std::uint64_t& lost) const;
+  std::uint64_t last_seq() const;  // the newest ring entry's seq, 0 when none yet
   std::uint64_t written() const { return written_.load(std::memory_order_relaxed); }
 
  private:
@@ -103,6 +110,7 @@ class DecisionLog {
   std::size_t drain_once();
   std::uint64_t take_id_block();
 
+  std::function<void(const DecisionRecord&)> observer_;
   std::FILE* out_ = nullptr;
   bool own_out_ = false;
   std::vector<std::unique_ptr<Producer>> producers_;

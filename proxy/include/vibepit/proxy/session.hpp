@@ -61,6 +61,7 @@ class Session : public std::enable_shared_from_this<Session> {
                                          bool& keep_client, DecisionRecord& rec);
 
   DecisionRecord new_record(std::string_view method, const Authority& target);
+  void mark_decided(DecisionRecord& rec);  // elapsed_us: arrival to decision
   void emit(DecisionRecord rec);
   void emit_close(DecisionRecord rec, clock::time_point started);
   void set_deadline(Phase phase, std::chrono::milliseconds d);

@@ -1,0 +1,107 @@
+#pragma once
+// The control API without sockets: framing one HTTP/1.1 request out of the bytes a client
+// sent, and answering it. Both are pure functions of their inputs (and of the rule store,
+// the decision feed and the counters they are given), so they are fuzzed and unit-tested
+// without TLS. The server (server.hpp) only moves bytes.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "vibepit/control/rule_updater.hpp"
+#include "vibepit/policy/snapshot.hpp"
+
+namespace vibepit::control {
+
+struct ApiLimits {
+  std::size_t max_head = 8 * 1024;
+  std::size_t max_body = 1024 * 1024;
+  std::size_t max_entries = 1000;  // rule entries in one POST
+  std::size_t max_page = 1000;     // decisions in one GET
+};
+
+struct ApiRequest {
+  std::string method;
+  std::string path;                                        // without the query string
+  std::vector<std::pair<std::string, std::string>> query;  // percent-decoded
+  std::string body;
+  bool keep_alive = true;
+};
+
+enum class FrameState { incomplete, complete, error };
+
+struct Framed {
+  FrameState state = FrameState::incomplete;
+  std::size_t consumed = 0;  // bytes of `buf` that made the request (when complete)
+  int status = 0;            // when error: the status to answer with before closing
+  std::string error;         // when error: why
+};
+
+// Take one request from the front of `buf`. Bodies need Content-Length (no
+// Transfer-Encoding); a head or body over the limits is an error (431, 413).
+Framed frame_request(std::string_view buf, const ApiLimits& limits, ApiRequest& out);
+
+struct ApiResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra, e.g. Allow
+  bool follow = false;             // stream decisions after the head (chunked NDJSON)
+  std::uint64_t follow_after = 0;  // ... starting after this sequence number
+};
+
+// The response head (and, unless streaming, the body) as bytes on the wire.
+std::string serialize(const ApiResponse& r, bool keep_alive);
+// `{"error": message}` with the JSON escaping done right.
+std::string error_json(std::string_view message);
+ApiResponse error_response(int status, std::string_view message);
+
+// Where decision records come from: the decision log's bounded ring.
+class DecisionFeed {
+ public:
+  struct Entry {
+    std::uint64_t seq;
+    std::string line;  // one NDJSON object, with its newline
+  };
+  virtual ~DecisionFeed() = default;
+  // Entries with seq > after, at most limit; `lost` counts evicted entries after `after`.
+  virtual std::vector<Entry> since(std::uint64_t after, std::size_t limit,
+                                   std::uint64_t& lost) const = 0;
+  virtual std::uint64_t last_seq() const = 0;  // the newest entry's seq, 0 when none
+};
+
+// Counters for /v1/stats (JSON text) and /metrics (Prometheus text format).
+class StatsSource {
+ public:
+  virtual ~StatsSource() = default;
+  virtual std::string stats_json() const = 0;
+  virtual std::string prometheus() const = 0;
+};
+
+// A feed entry as a line of the API's output: the record with its sequence number first.
+std::string feed_line(const DecisionFeed::Entry& e);
+
+class ControlApi {
+ public:
+  ControlApi(RuleUpdater& rules, const policy::SnapshotStore& store, const DecisionFeed& feed,
+             const StatsSource& stats, ApiLimits limits = {})
+      : rules_(rules), store_(store), feed_(feed), stats_(stats), limits_(limits) {}
+
+  ApiResponse handle(const ApiRequest& req) const;
+  const ApiLimits& limits() const { return limits_; }
+
+ private:
+  ApiResponse rules_view() const;
+  ApiResponse add_rules(RuleList list, const ApiRequest& req) const;
+  ApiResponse decisions(const ApiRequest& req) const;
+
+  RuleUpdater& rules_;
+  const policy::SnapshotStore& store_;
+  const DecisionFeed& feed_;
+  const StatsSource& stats_;
+  ApiLimits limits_;
+};
+
+}  // namespace vibepit::control

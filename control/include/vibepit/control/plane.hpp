@@ -1,0 +1,59 @@
+#pragma once
+// The control plane of vibepit-proxy, wired together: credentials (made here, or handed
+// over on a descriptor), the rule updater, the decision counters, and the mTLS server.
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <asio/ip/tcp.hpp>
+
+#include "vibepit/control/api.hpp"
+#include "vibepit/control/credentials.hpp"
+#include "vibepit/control/rule_updater.hpp"
+#include "vibepit/control/server.hpp"
+#include "vibepit/control/stats.hpp"
+#include "vibepit/policy/snapshot.hpp"
+#include "vibepit/proxy/config.hpp"
+#include "vibepit/proxy/decision_log.hpp"
+
+namespace vibepit::control {
+
+struct PlaneOptions {
+  std::filesystem::path session_dir;  // standalone: make credentials, write the client's set here
+  int credentials_fd = -1;            // launcher: read the server's set from this descriptor
+  std::string session_id;             // default: the session directory's name, or a new id
+};
+
+// The server's set as the launcher hands it over: {"ca": PEM, "cert": PEM, "key": PEM}.
+PeerCredentials read_server_credentials(int fd);
+
+class ControlPlane {
+ public:
+  // Registers the counters with `log`, so it must come before log.start().
+  ControlPlane(const proxy::Config& cfg, policy::SnapshotStore& store, proxy::DecisionLog& log,
+               PlaneOptions opts);
+  ~ControlPlane();
+
+  // Bind the control listeners and, in standalone mode, write the client's credentials and
+  // session.json. Returns the bound endpoints.
+  std::vector<asio::ip::tcp::endpoint> listen();
+  void start();
+  void stop();
+  const std::string& session_id() const { return session_id_; }
+
+ private:
+  class Feed;
+  const proxy::Config& cfg_;
+  PlaneOptions opts_;
+  std::string session_id_;
+  std::optional<SessionCredentials> generated_;  // standalone mode: the client's half to write
+  std::unique_ptr<Feed> feed_;
+  DecisionStats stats_;
+  RuleUpdater rules_;
+  std::unique_ptr<ControlApi> api_;
+  std::unique_ptr<ControlServer> server_;
+};
+
+}  // namespace vibepit::control

@@ -1,0 +1,39 @@
+#pragma once
+// Runtime rule changes: validate a whole batch, then publish one new snapshot that the DNS
+// server and the proxy both read. Writers are serialised here; readers never wait.
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "vibepit/policy/rules.hpp"
+#include "vibepit/policy/snapshot.hpp"
+
+namespace vibepit::control {
+
+enum class RuleList { allow_http, allow_dns };
+const char* to_string(RuleList list);  // "allow-http", "allow-dns"
+
+struct AddResult {
+  std::vector<std::string> added;     // canonical entries new in this generation
+  std::vector<std::string> existing;  // canonical entries that were already present
+  std::uint64_t generation = 0;       // the generation that holds every entry
+};
+
+class RuleUpdater {
+ public:
+  explicit RuleUpdater(policy::SnapshotStore& store) : store_(store) {}
+
+  // All or nothing: every entry is validated first, and any error returns the errors with
+  // nothing applied. Entries already present (or repeated in the batch) are `existing`;
+  // when nothing is new, no snapshot is published.
+  std::variant<AddResult, std::vector<policy::RuleError>> add(
+      RuleList list, const std::vector<std::string>& entries);
+
+ private:
+  std::mutex mu_;  // one writer at a time, so no addition is lost between read and publish
+  policy::SnapshotStore& store_;
+};
+
+}  // namespace vibepit::control

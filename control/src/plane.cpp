@@ -1,0 +1,158 @@
+#include "vibepit/control/plane.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <stdexcept>
+
+#include <openssl/crypto.h>
+#include <nlohmann/json.hpp>
+
+#include "vibepit/control/session_dir.hpp"
+#include "vibepit/control/tls.hpp"
+
+namespace vibepit::control {
+namespace {
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void wipe(std::string& secret) {
+  if (!secret.empty()) OPENSSL_cleanse(secret.data(), secret.size());
+  secret.clear();
+}
+
+asio::ip::tcp::endpoint to_endpoint(const proxy::Endpoint& e) {
+  auto text = e.addr.to_string();
+  return {asio::ip::make_address(text), e.port};
+}
+
+}  // namespace
+
+class ControlPlane::Feed : public DecisionFeed {
+ public:
+  explicit Feed(const proxy::DecisionLog& log) : log_(log) {}
+  std::vector<Entry> since(std::uint64_t after, std::size_t limit,
+                           std::uint64_t& lost) const override {
+    std::vector<Entry> out;
+    for (auto& e : log_.since(after, limit, lost)) out.push_back({e.seq, std::move(e.line)});
+    return out;
+  }
+  std::uint64_t last_seq() const override { return log_.last_seq(); }
+
+ private:
+  const proxy::DecisionLog& log_;
+};
+
+PeerCredentials read_server_credentials(int fd) {
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      throw std::runtime_error("cannot read credentials from descriptor " + std::to_string(fd));
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > 1 << 20) throw std::runtime_error("credentials larger than 1 MiB");
+  }
+  ::close(fd);
+  PeerCredentials out;
+  try {
+    auto j = nlohmann::json::parse(text);
+    out.ca_cert_pem = j.at("ca").get<std::string>();
+    out.own.cert_pem = j.at("cert").get<std::string>();
+    out.own.key_pem = j.at("key").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    wipe(text);
+    throw std::runtime_error(std::string("credentials on the descriptor: expected ") +
+                             "{\"ca\", \"cert\", \"key\"} as JSON: " + e.what());
+  }
+  wipe(text);
+  return out;
+}
+
+ControlPlane::ControlPlane(const proxy::Config& cfg, policy::SnapshotStore& store,
+                           proxy::DecisionLog& log, PlaneOptions opts)
+    : cfg_(cfg),
+      opts_(std::move(opts)),
+      feed_(std::make_unique<Feed>(log)),
+      stats_(cfg.control.stats_hosts),
+      rules_(store) {
+  log.set_observer([this](const proxy::DecisionRecord& r) { stats_.observe(r); });
+  session_id_ = opts_.session_id;
+  if (session_id_.empty()) {
+    session_id_ =
+        opts_.session_dir.empty() ? new_session_id() : opts_.session_dir.filename().string();
+  }
+  ApiLimits limits;
+  limits.max_body = cfg.control.max_body;
+  limits.max_entries = cfg.control.max_entries;
+  api_ = std::make_unique<ControlApi>(rules_, store, *feed_, stats_, limits);
+}
+
+ControlPlane::~ControlPlane() {
+  stop();
+}
+
+std::vector<asio::ip::tcp::endpoint> ControlPlane::listen() {
+  ServerOptions so;
+  for (const auto& e : cfg_.control.listen) so.listen.push_back(to_endpoint(e));
+  if (so.listen.empty()) so.listen.emplace_back(asio::ip::make_address("127.0.0.1"), 0);
+  so.max_clients = cfg_.control.max_clients;
+  so.rate = cfg_.control.rate;
+  so.burst = cfg_.control.burst;
+  so.timeout = cfg_.control.timeout;
+  so.idle = cfg_.control.idle;
+
+  PeerCredentials server;
+  if (opts_.credentials_fd >= 0) {
+    server = read_server_credentials(opts_.credentials_fd);
+  } else if (!opts_.session_dir.empty()) {
+    CredentialOptions co;
+    co.session_id = session_id_;
+    co.lifetime = std::chrono::hours(cfg_.control.cert_lifetime_hours);
+    for (const auto& ep : so.listen) {
+      if (!ep.address().is_unspecified()) co.server_ips.push_back(ep.address().to_string());
+    }
+    generated_ = issue_session_credentials(co);
+    server = generated_->server_side();
+    wipe(generated_->server.key_pem);  // the only copy left is `server`, wiped below
+  } else {
+    throw std::runtime_error(
+        "the control API needs credentials: pass --session-dir DIR (standalone) or "
+        "--credentials-fd N (from the launcher)");
+  }
+  auto tls = make_server_tls(server);
+  wipe(server.own.key_pem);  // OpenSSL holds the key now; no PEM copy stays in memory
+  server_ = std::make_unique<ControlServer>(*api_, *feed_, std::move(tls), so);
+  auto bound = server_->listen();
+
+  if (generated_) {
+    auto ep = bound.front();
+    auto host = ep.address().is_unspecified() ? std::string("127.0.0.1") : ep.address().to_string();
+    if (ep.address().is_v6() && !ep.address().is_unspecified()) host = "[" + host + "]";
+    SessionInfo info{session_id_, host + ":" + std::to_string(ep.port()),
+                     static_cast<std::int64_t>(::getpid()), utc_now()};
+    write_client_set(opts_.session_dir, generated_->client_side(), info);
+    wipe(generated_->client.key_pem);
+  }
+  return bound;
+}
+
+void ControlPlane::start() {
+  if (server_) server_->start();
+}
+
+void ControlPlane::stop() {
+  if (server_) server_->stop();
+}
+
+}  // namespace vibepit::control
