@@ -6,6 +6,7 @@ find_package(OpenSSL REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
+find_package(yaml-cpp REQUIRED)  # .vibepit/network.yaml, comments kept (libyaml-cpp-dev)
 
 find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)
 add_library(vibepit_asio INTERFACE)

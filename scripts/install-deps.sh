@@ -8,7 +8,7 @@ packages=(
   # build
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
   libasio-dev libc-ares-dev libssl-dev nlohmann-json3-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libyaml-cpp-dev
   # tests: real clients, network namespaces
   python3 curl iproute2 procps bind9-dnsutils
   # benchmarks: the peers we compare against, and the DNS load generator

@@ -8,6 +8,7 @@ import time
 
 LISTEN_RE = re.compile(r"listening proxy (\S+):(\d+)")
 DNS_LISTEN_RE = re.compile(r"listening dns (\S+):(\d+)")
+CONTROL_LISTEN_RE = re.compile(r"listening control (\S+):(\d+)")
 
 # Short deadlines: every timeout a test waits for stays small.
 BASE_CONFIG = {
@@ -49,6 +50,9 @@ class Proxy:
         self.log_path = os.path.join(topo.tmp, self.name + "-decisions.ndjson")
         # argv_prefix runs the proxy under a wrapper, e.g. ["prlimit", "--nofile=64:64", "--"].
         self.argv_prefix = list(overrides.pop("argv_prefix", None) or [])
+        # extra_args follow the config: ["--session-dir", DIR]; pass_fds go to the child.
+        self.extra_args = list(overrides.pop("extra_args", None) or [])
+        self.pass_fds = tuple(overrides.pop("pass_fds", None) or ())
         self.config = dict(BASE_CONFIG)
         self.config["decision-log"] = self.log_path
         for k, v in overrides.items():
@@ -70,12 +74,14 @@ class Proxy:
         self.write_config(raw_config)
         argv = self.argv_prefix + [self.binary, "--config", self.config_path] + list(extra_args or [])
         self.stderr_file = open(self.stderr_path, "wb")
-        self.proc = self.topo.popen(self.topo.px, argv, stdout=self.stderr_file, stderr=self.stderr_file)
+        self.proc = self.topo.popen(self.topo.px, argv, stdout=self.stderr_file, stderr=self.stderr_file,
+                                    pass_fds=self.pass_fds)
         self.stderr_file.close()
         return self.proc
 
     def start(self, timeout=10.0):
-        self.spawn()
+        self.spawn(extra_args=self.extra_args)
+        want_control = 1 if any(a in ("--session-dir", "--credentials-fd") for a in self.extra_args) else 0
         deadline = time.monotonic() + timeout
         want = len(self.config.get("proxy-listen") or [None])
         want_dns = len(self.config.get("dns-listen") or [])
@@ -83,7 +89,9 @@ class Proxy:
             err = self.stderr()
             found = LISTEN_RE.findall(err)
             found_dns = DNS_LISTEN_RE.findall(err)
-            if len(found) >= want and len(found_dns) >= want_dns:
+            found_control = CONTROL_LISTEN_RE.findall(err)
+            if len(found) >= want and len(found_dns) >= want_dns and len(found_control) >= want_control:
+                self.control_listeners = [(h.strip("[]"), int(port)) for h, port in found_control]
                 # every listener as (host without brackets, port); the first one is the default
                 self.listeners = [(h.strip("[]"), int(port)) for h, port in found]
                 self.host, self.port = self.listeners[0]

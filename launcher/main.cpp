@@ -1,0 +1,83 @@
+// vibepit: the command-line front end. Parses flags and calls the commands.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "vibepit/launcher/commands.hpp"
+
+int main(int argc, char** argv) {
+  using namespace vibepit::launcher;
+  CLI::App app{"vibepit: run AI coding agents without giving them the internet"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "vibepit 0.1.0");
+  app.footer(
+      "Exit codes: 0 ok, 1 the proxy refused, 2 usage or invalid entries, "
+      "3 no session or the proxy did not answer, 4 a local file problem. "
+      "See docs/cli.md.\n");
+
+  Common common;
+  std::string sessions_root;
+  bool no_color = false;
+  auto add_common = [&](CLI::App* sub, bool json_output) {
+    sub->add_option("--session", common.session,
+                    "session id (under the sessions directory) or session directory; "
+                    "default: $VIBEPIT_SESSION, else the only running session");
+    sub->add_option("--sessions-dir", sessions_root,
+                    "where sessions live (default: $XDG_STATE_HOME/vibepit/sessions)");
+    if (json_output) sub->add_flag("--json", common.json, "machine-readable output");
+    sub->add_flag("--no-color", no_color, "no colours, even on a terminal");
+  };
+
+  AllowOptions allow;
+  std::string network_file;
+  bool no_save = false;
+  auto add_allow = [&](const char* name, const char* what, const char* example) {
+    auto* sub = app.add_subcommand(name, what);
+    add_common(sub, true);
+    sub->add_option("entries", allow.entries, example)->required();
+    sub->add_flag("--no-save", no_save,
+                  "apply to the session only; do not record the entries "
+                  "in .vibepit/network.yaml");
+    sub->add_option("--file", network_file,
+                    "the project's network file (default: .vibepit/network.yaml)");
+    return sub;
+  };
+  auto* allow_http = add_allow("allow-http", "allow HTTP/CONNECT to DOMAIN:PORT for this session",
+                               "DOMAIN:PORT entries: api.github.com:443, *.pypi.org:443, "
+                               "example.com:8*, [2001:db8::1]:443");
+  auto* allow_dns = add_allow("allow-dns", "allow DNS answers for names in this session",
+                              "names: example.com (that name), *.example.com (subdomains)");
+
+  auto* rules = app.add_subcommand("rules", "show the session's live rules and generation");
+  add_common(rules, true);
+
+  LogsOptions logs;
+  auto* logs_cmd = app.add_subcommand("logs", "show the session's decisions");
+  add_common(logs_cmd, true);
+  logs_cmd->add_flag("-f,--follow", logs.follow, "keep printing decisions as they happen");
+  logs_cmd->add_flag("--denied", logs.denied, "only denials");
+  logs_cmd->add_option("-n,--lines", logs.limit, "how many recent decisions to show first")
+      ->check(CLI::Range(1, 1'000'000));
+
+  auto* status = app.add_subcommand("status", "list running sessions with their counters");
+  add_common(status, true);
+
+  CLI11_PARSE(app, argc, argv);
+  if (!sessions_root.empty()) common.sessions_root = sessions_root;
+  common.color =
+      !no_color && !common.json && ::isatty(STDOUT_FILENO) && std::getenv("NO_COLOR") == nullptr;
+
+  if (allow_http->parsed() || allow_dns->parsed()) {
+    allow.list = allow_http->parsed() ? "allow-http" : "allow-dns";
+    allow.save = !no_save;
+    allow.network_file = network_file.empty() ? ".vibepit/network.yaml" : network_file;
+    return cmd_allow(common, allow, std::cout, std::cerr);
+  }
+  if (rules->parsed()) return cmd_rules(common, std::cout, std::cerr);
+  if (logs_cmd->parsed()) return cmd_logs(common, logs, std::cout, std::cerr);
+  if (status->parsed()) return cmd_status(common, std::cout, std::cerr);
+  return kUsage;
+}
