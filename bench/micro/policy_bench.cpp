@@ -10,28 +10,14 @@
 #include <thread>
 #include <vector>
 
+#include "rule_sets.hpp"
 #include "vibepit/policy/decision.hpp"
 #include "vibepit/policy/snapshot.hpp"
 
 namespace {
 
 using namespace vibepit::policy;
-
-// A rule set of `n` entries, half exact names and half wildcards, each on its own zone.
-RuleSet rules_of(std::int64_t n) {
-  RuleSet rules;
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::string k = std::to_string(i / 2);
-    if (i % 2 == 0) {
-      rules.allow_http.push_back("host" + k + ".exact.test:443");
-      rules.allow_dns.push_back("host" + k + ".exact.test");
-    } else {
-      rules.allow_http.push_back("*.zone" + k + ".example.com:8*");
-      rules.allow_dns.push_back("*.zone" + k + ".example.com");
-    }
-  }
-  return rules;
-}
+using vibepit::bench::rules_of;
 
 // Built once per size: compiling 100000 rules is setup, not the thing measured.
 const Snapshot& snapshot_of(std::int64_t n) {

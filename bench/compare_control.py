@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Control-API benchmarks, all in one run, in the namespaces of bench/compare.py.
+
+1. Visibility: how long after `POST /v1/allow-http` returns a new rule is seen by the data
+   path. Each round adds an IP-literal rule for a port nothing listens on, then sends a
+   CONNECT for it at once and again until the answer is not 403 (an allowed CONNECT to a
+   closed port gets 502). The figure is the time from the POST's response to the first
+   non-403 answer, so it includes one CONNECT round trip: an upper bound.
+2. Throughput under updates: vibepit-bench CONNECT setup rate and keep-alive HTTP
+   requests/s with no rule changes, and while one rule is added every second; alternated,
+   each --repeat times, medians compared.
+3. Publishing: vibepit-microbench BM_CompileAndPublish (compile and publish 100 000 rules
+   per list; time and the snapshot's heap) and BM_AddOneRule (one POST onto n rules).
+
+Results go to a JSON file and to the "Control API" table in docs/benchmarks.md.
+Traffic goes only to addresses inside the namespaces this script creates.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+
+import compare  # noqa: E402
+from harness import netns  # noqa: E402
+from harness.client import connect_tunnel  # noqa: E402
+from harness.control import ControlConn  # noqa: E402
+
+
+def start_vibepit(topo, session_dir):
+    cfg = {
+        "proxy-listen": [compare.PROXY_ADDR + ":0", "127.0.0.1:0"],
+        "upstream-dns": [netns.DNS_ADDR],
+        "allow-http": ["allowed.test:*"],
+        "decision-log": os.path.join(topo.tmp, "decisions.ndjson"),
+        "threads": 0,
+        "max-connections": 100000,
+        "control-rate": 0,
+    }
+    path = os.path.join(topo.tmp, "vibepit-control.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    p = topo.popen(topo.px, [topo.bin("vibepit-proxy"), "--config", path, "--session-dir", session_dir],
+                   log="vibepit")
+    compare.wait_for_listen(topo, p, "vibepit", r"listening control 127\.0\.0\.1:(\d+)")
+    text = topo.read_log("vibepit")
+    ports = re.findall(r"listening proxy (\S+):(\d+)", text)
+    bench_addr = "%s:%s" % ports[0]
+    local_port = int([port for host, port in ports if host == "127.0.0.1"][0])
+    control_port = int(re.search(r"listening control 127\.0\.0\.1:(\d+)", text).group(1))
+    return p, bench_addr, local_port, control_port
+
+
+def visibility(topo, proxy_port, conn, rounds):
+    """Milliseconds from each POST's response to the first CONNECT that is not refused."""
+    samples, retries = [], 0
+    for i in range(rounds):
+        target = "%s:%d" % (compare.SERVER, 20000 + i)  # nothing listens there: 502 once allowed
+        r = conn.post("/v1/allow-http", {"entries": [target]})
+        t0 = time.perf_counter()
+        if r.status != 200 or r.json()["added"] != [target]:
+            raise RuntimeError("allow-http failed: %r" % r)
+        while True:
+            c, resp = connect_tunnel(topo, proxy_port, target, timeout=5)
+            c.close()
+            if resp.status != 403:
+                break
+            retries += 1
+            if time.perf_counter() - t0 > 5:
+                raise RuntimeError("rule %s not visible after 5 s" % target)
+        samples.append((time.perf_counter() - t0) * 1000)
+    samples.sort()
+    return {"rounds": rounds, "median_ms": statistics.median(samples),
+            "p99_ms": samples[min(len(samples) - 1, int(0.99 * len(samples)))],
+            "max_ms": samples[-1], "retries": retries}
+
+
+class Updater(threading.Thread):
+    """Adds one new rule every `interval` seconds until stopped."""
+
+    def __init__(self, conn, interval, base):
+        super().__init__(daemon=True)
+        self.conn, self.interval, self.base = conn, interval, base
+        self.stop_event = threading.Event()
+        self.added = 0
+
+    def run(self):
+        while not self.stop_event.wait(self.interval):
+            r = self.conn.post("/v1/allow-http", {"entries": ["upd%d.%d.test:443" % (self.added, self.base)]})
+            if r.status == 200:
+                self.added += 1
+
+
+def load_once(topo, addr, kind, duration):
+    host = "allowed.test"
+    if kind == "rate":
+        r = compare.bench(topo, ["connect-rate", "--proxy", addr, "--target", "%s:%d" % (host, compare.PORTS["echo"]),
+                                 "--concurrency", "32", "--duration", str(duration), "--max", "2000000",
+                                 "--linger0"], duration + 60)
+        return r["results"]["tunnels_per_s"], r["errors"]["total"]
+    r = compare.bench(topo, ["http-rps", "--proxy", addr, "--url", "http://%s:%d/" % (host, compare.PORTS["http"]),
+                             "--connections", "32", "--duration", str(duration), "--max", "5000000"],
+                      duration + 60)
+    return r["results"]["requests_per_s"], r["errors"]["total"]
+
+
+def under_updates(topo, addr, conn, duration, repeat):
+    out = {}
+    for kind in ("rate", "http"):
+        quiet, busy, errors, added = [], [], 0, 0
+        for rnd in range(repeat):
+            v, e = load_once(topo, addr, kind, duration)
+            quiet.append(v)
+            errors += e
+            u = Updater(conn, 1.0, rnd)
+            u.start()
+            v, e = load_once(topo, addr, kind, duration)
+            u.stop_event.set()
+            u.join(10)
+            busy.append(v)
+            errors += e
+            added += u.added
+        q, b = statistics.median(quiet), statistics.median(busy)
+        out[kind] = {"quiet": q, "busy": b, "ratio": b / q, "quiet_runs": quiet, "busy_runs": busy,
+                     "errors": errors, "rules_added": added}
+        print("compare-control: %s quiet %.0f/s, with updates %.0f/s (%.1f%%), %d rules added, %d errors"
+              % (kind, q, b, 100 * b / q, added, errors), flush=True)
+    return out
+
+
+def publishing(bin_dir):
+    exe = os.path.join(bin_dir, "vibepit-microbench")
+    r = subprocess.run([exe, "--benchmark_filter=BM_CompileAndPublish/100000|BM_AddOneRule",
+                        "--benchmark_format=json"], capture_output=True, text=True, timeout=600)
+    data = json.loads(r.stdout)
+    out = {}
+    for b in data["benchmarks"]:
+        out[b["name"]] = {"ms": b["real_time"], "snapshot_MiB": b.get("snapshot_MiB"),
+                          "bytes_per_rule": b.get("bytes_per_rule")}
+    return out
+
+
+def render(res, path):
+    v, u, p = res["visibility"], res["updates"], res["publishing"]
+    cp = p["BM_CompileAndPublish/100000"]
+
+    def line(label, value, goal, ok):
+        return "| %s | %s | %s | %s |" % (label, value, goal, "" if ok is None else ("met" if ok else "**not met**"))
+    rows = [
+        line("rule visible after `POST /v1/allow-http` returns (median of %d)" % v["rounds"],
+             "%.3f ms (p99 %.3f ms, max %.3f ms; %d retries)" % (v["median_ms"], v["p99_ms"], v["max_ms"], v["retries"]),
+             "< 1 ms", v["median_ms"] < 1),
+        line("CONNECT setup rate, one rule added per second vs none",
+             "%.1f%% (%.0f vs %.0f tunnels/s)" % (100 * u["rate"]["ratio"], u["rate"]["busy"], u["rate"]["quiet"]),
+             "within 5%", u["rate"]["ratio"] >= 0.95),
+        line("keep-alive HTTP, one rule added per second vs none",
+             "%.1f%% (%.0f vs %.0f requests/s)" % (100 * u["http"]["ratio"], u["http"]["busy"], u["http"]["quiet"]),
+             "within 5%", u["http"]["ratio"] >= 0.95),
+        line("compile and publish 100 000 allow-http + 100 000 allow-dns rules",
+             "%.0f ms, %.1f MiB (%.0f bytes per rule)" % (cp["ms"], cp["snapshot_MiB"], cp["bytes_per_rule"]),
+             "report", None),
+    ]
+    for n in ("10", "1000", "100000"):
+        b = p.get("BM_AddOneRule/%s" % n)
+        if b:
+            rows.append(line("one `POST /v1/allow-http` onto %s rules per list" % n, "%.3f ms" % b["ms"], "report", None))
+    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    block = "\n".join([
+        "<!-- compare-control:begin (written by bench/compare.sh; do not edit by hand) -->",
+        "Run: %s, %s, %d s per load measurement, median of %d, data-path errors during the runs: %d." % (
+            res["when"], res["machine"], res["duration_s"], res["repeat"],
+            u["rate"]["errors"] + u["http"]["errors"]),
+        "",
+        "| measurement | result | goal | |",
+        "|---|---|---|---|",
+    ] + rows + ["<!-- compare-control:end -->"])
+    if "<!-- compare-control:begin" in text:
+        text = re.sub(r"<!-- compare-control:begin.*?<!-- compare-control:end -->", lambda _: block, text, flags=re.S)
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
+    ap.add_argument("--duration", type=int, default=5, help="seconds per load measurement")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds per condition; medians are compared")
+    ap.add_argument("--rounds", type=int, default=300, help="visibility samples")
+    ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-control.json"))
+    ap.add_argument("--markdown", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("compare-control: needs root (network namespaces)")
+    netns.install_signal_cleanup()
+    res = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+           "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
+           "duration_s": args.duration, "repeat": args.repeat}
+    with compare.BenchTopology(args.bin_dir) as topo:
+        session = os.path.join(topo.tmp, "session")
+        p, addr, local_port, control_port = start_vibepit(topo, session)
+        conn = ControlConn.for_session(topo, topo.px, "127.0.0.1", control_port, session)
+        res["visibility"] = visibility(topo, local_port, conn, args.rounds)
+        print("compare-control: visibility", res["visibility"], flush=True)
+        res["updates"] = under_updates(topo, addr, conn, args.duration, args.repeat)
+        conn.close()
+        topo.stop_process(p)
+    res["publishing"] = publishing(args.bin_dir)
+    print("compare-control: publishing", res["publishing"], flush=True)
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(res, f, indent=2)
+    render(res, args.markdown)
+    print("compare-control: wrote %s and %s" % (args.json, args.markdown))
+
+
+if __name__ == "__main__":
+    main()
