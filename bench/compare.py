@@ -317,6 +317,21 @@ def matcher_ratio(bin_dir):
 
 # ------------------------------------------------------------------ report
 
+def write_block(path, name, lines, heading=""):
+    """Replace the generated block `name` in the markdown at `path` (or append it, under
+    `heading`). The block sits between <!-- NAME:begin ... --> and <!-- NAME:end -->."""
+    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
+    block = "\n".join(["<!-- %s:begin (written by bench/compare.sh; do not edit by hand) -->" % name]
+                      + lines + ["<!-- %s:end -->" % name])
+    pattern = r"<!-- %s:begin.*?<!-- %s:end -->" % (re.escape(name), re.escape(name))
+    if re.search(pattern, text, flags=re.S):
+        text = re.sub(pattern, lambda _: block, text, flags=re.S)
+    else:
+        text = text.rstrip() + "\n\n" + heading + block + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def ratio(a, b):
     return a / b if b else float("nan")
 
@@ -363,9 +378,7 @@ def render(results, path):
                               "%.1f KiB" % mem["kib_per_tunnel"], "≤ 16 KiB",
                               mem["kib_per_tunnel"] <= 16 and mem["tunnels"] >= 10000))
 
-    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    block = "\n".join([
-        "<!-- compare:begin (written by bench/compare.sh; do not edit by hand) -->",
+    write_block(path, "compare", [
         "Run: %s, %s, %d s per measurement, median of %d runs, vibepit-proxy threads=%s." % (
             results["when"], results["machine"], results["duration_s"], results["repeat"],
             results["vibepit_threads"]),
@@ -376,13 +389,7 @@ def render(results, path):
         "",
         "| target | measured | goal | |",
         "|---|---|---|---|",
-    ] + targets + ["<!-- compare:end -->"])
-    if "<!-- compare:begin" in text:
-        text = re.sub(r"<!-- compare:begin.*?<!-- compare:end -->", lambda _: block, text, flags=re.S)
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    with open(path, "w") as f:
-        f.write(text)
+    ] + targets)
 
 
 def main():

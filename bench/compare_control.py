@@ -175,22 +175,14 @@ def render(res, path):
         b = p.get("BM_AddOneRule/%s" % n)
         if b:
             rows.append(line("one `POST /v1/allow-http` onto %s rules per list" % n, "%.3f ms" % b["ms"], "report", None))
-    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    block = "\n".join([
-        "<!-- compare-control:begin (written by bench/compare.sh; do not edit by hand) -->",
+    compare.write_block(path, "compare-control", [
         "Run: %s, %s, %d s per load measurement, median of %d, data-path errors during the runs: %d." % (
             res["when"], res["machine"], res["duration_s"], res["repeat"],
             u["rate"]["errors"] + u["http"]["errors"]),
         "",
         "| measurement | result | goal | |",
         "|---|---|---|---|",
-    ] + rows + ["<!-- compare-control:end -->"])
-    if "<!-- compare-control:begin" in text:
-        text = re.sub(r"<!-- compare-control:begin.*?<!-- compare-control:end -->", lambda _: block, text, flags=re.S)
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    with open(path, "w") as f:
-        f.write(text)
+    ] + rows, heading="## Control API\n\n")
 
 
 def main():

@@ -247,9 +247,7 @@ def render(results, path):
             t.append(target("%s: %s vs best peer" % (stream, key.replace("_us", "")),
                             v[stream][key] <= best, "%.0f µs vs %.0f µs" % (v[stream][key], best),
                             "≤ best"))
-    text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    block = "\n".join([
-        "<!-- compare-dns:begin (written by bench/compare.sh; do not edit by hand) -->",
+    compare.write_block(path, "compare-dns", [
         "Run: %s, %s, %d s per throughput measurement (median of %d), latency at %d queries/s "
         "offered, vibepit-proxy threads=%s." % (
             results["when"], results["machine"], results["duration_s"], results["repeat"],
@@ -257,15 +255,7 @@ def render(results, path):
         "",
         "| stream | vibepit-proxy | dnsmasq | unbound | dnsdist |",
         "|---|---|---|---|---|",
-    ] + rows + ["", "| target | measured | goal | |", "|---|---|---|---|"] + t +
-        ["<!-- compare-dns:end -->"])
-    if "<!-- compare-dns:begin" in text:
-        text = re.sub(r"<!-- compare-dns:begin.*?<!-- compare-dns:end -->", lambda _: block, text,
-                      flags=re.S)
-    else:
-        text = text.rstrip() + "\n\n## DNS\n\n" + block + "\n"
-    with open(path, "w") as f:
-        f.write(text)
+    ] + rows + ["", "| target | measured | goal | |", "|---|---|---|---|"] + t, heading="## DNS\n\n")
 
 
 def main():

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <ctime>
 #include <stdexcept>
@@ -51,6 +52,60 @@ class ControlPlane::Feed : public DecisionFeed {
   const proxy::DecisionLog& log_;
 };
 
+// The decision counters, plus what only the control server and the log know: refused
+// handshakes and requests, and records dropped because the log's queues were full.
+class ControlPlane::Metrics : public StatsSource {
+ public:
+  Metrics(const DecisionStats& stats, const proxy::DecisionLog& log) : stats_(stats), log_(log) {}
+  void attach(const ServerCounters* c) { server_ = c; }  // before the control thread starts
+
+  std::string stats_json() const override {
+    auto j = nlohmann::json::parse(stats_.stats_json());
+    j["decision_log_dropped"] = log_.dropped();
+    if (server_) {
+      j["control"] = {{"accepted", server_->accepted.load()},
+                      {"refused_busy", server_->refused_busy.load()},
+                      {"handshake_failed", server_->handshake_failed.load()},
+                      {"plain_http", server_->plain_http.load()},
+                      {"requests", server_->requests.load()},
+                      {"rate_limited", server_->rate_limited.load()}};
+    }
+    return j.dump() + "\n";
+  }
+
+  std::string prometheus() const override {
+    std::string out = stats_.prometheus();
+    out +=
+        "# HELP vibepit_decision_log_dropped_total Decision records dropped because a queue was "
+        "full.\n# TYPE vibepit_decision_log_dropped_total counter\n"
+        "vibepit_decision_log_dropped_total " +
+        std::to_string(log_.dropped()) + "\n";
+    if (server_) {
+      out +=
+          "# HELP vibepit_control_errors_total Control connections and requests refused, by "
+          "kind.\n# TYPE vibepit_control_errors_total counter\n";
+      auto row = [&](const char* kind, const std::atomic<std::uint64_t>& n) {
+        out += std::string("vibepit_control_errors_total{kind=\"") + kind + "\"} " +
+               std::to_string(n.load()) + "\n";
+      };
+      row("handshake", server_->handshake_failed);
+      row("plain_http", server_->plain_http);
+      row("busy", server_->refused_busy);
+      row("rate_limited", server_->rate_limited);
+      out +=
+          "# HELP vibepit_control_requests_total Control API requests answered.\n"
+          "# TYPE vibepit_control_requests_total counter\nvibepit_control_requests_total " +
+          std::to_string(server_->requests.load()) + "\n";
+    }
+    return out;
+  }
+
+ private:
+  const DecisionStats& stats_;
+  const proxy::DecisionLog& log_;
+  const ServerCounters* server_ = nullptr;
+};
+
 PeerCredentials read_server_credentials(int fd) {
   std::string text;
   char buf[4096];
@@ -85,6 +140,7 @@ ControlPlane::ControlPlane(const proxy::Config& cfg, policy::SnapshotStore& stor
       opts_(std::move(opts)),
       feed_(std::make_unique<Feed>(log)),
       stats_(cfg.control.stats_hosts),
+      metrics_(std::make_unique<Metrics>(stats_, log)),
       rules_(store) {
   log.set_observer([this](const proxy::DecisionRecord& r) { stats_.observe(r); });
   session_id_ = opts_.session_id;
@@ -95,7 +151,7 @@ ControlPlane::ControlPlane(const proxy::Config& cfg, policy::SnapshotStore& stor
   ApiLimits limits;
   limits.max_body = cfg.control.max_body;
   limits.max_entries = cfg.control.max_entries;
-  api_ = std::make_unique<ControlApi>(rules_, store, *feed_, stats_, limits);
+  api_ = std::make_unique<ControlApi>(rules_, store, *feed_, *metrics_, limits);
 }
 
 ControlPlane::~ControlPlane() {
@@ -133,6 +189,7 @@ std::vector<asio::ip::tcp::endpoint> ControlPlane::listen() {
   auto tls = make_server_tls(server);
   wipe(server.own.key_pem);  // OpenSSL holds the key now; no PEM copy stays in memory
   server_ = std::make_unique<ControlServer>(*api_, *feed_, std::move(tls), so);
+  metrics_->attach(&server_->counters());
   auto bound = server_->listen();
 
   if (generated_) {

@@ -272,6 +272,12 @@ void DecisionLog::run() {
   }
 }
 
+std::uint64_t DecisionLog::dropped() const {
+  std::uint64_t n = 0;
+  for (const auto& p : producers_) n += p->dropped();
+  return n;
+}
+
 std::uint64_t DecisionLog::last_seq() const {
   std::lock_guard lock(ring_mu_);
   return next_seq_ - 1;

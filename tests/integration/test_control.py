@@ -12,6 +12,7 @@
 
 import json
 import os
+import re
 import stat
 import subprocess
 import time
@@ -143,6 +144,13 @@ class HandshakeMatrix(base.TopologyCase):
             self.test_no_client_certificate()
             self.test_plain_http_is_answered_at_once()
         self.test_valid_client_curl()
+        # The refusals are counted where an operator can see them.
+        rc, code, body, err = self.curl("--cacert", self.ca.cert, "--cert", self.client[0], "--key",
+                                        self.client[1], "https://127.0.0.1:%d/metrics" % self.cport)
+        self.assertEqual(code, 200, err)
+        counts = dict(re.findall(r'vibepit_control_errors_total\{kind="(\w+)"\} (\d+)', body))
+        self.assertGreaterEqual(int(counts["plain_http"]), 3, body)
+        self.assertGreaterEqual(int(counts["handshake"]), 3, body)
 
 
 class Standalone(base.TopologyCase):

@@ -45,12 +45,14 @@ class ControlPlane {
 
  private:
   class Feed;
+  class Metrics;
   const proxy::Config& cfg_;
   PlaneOptions opts_;
   std::string session_id_;
   std::optional<SessionCredentials> generated_;  // standalone mode: the client's half to write
   std::unique_ptr<Feed> feed_;
   DecisionStats stats_;
+  std::unique_ptr<Metrics> metrics_;  // stats_ plus the control server's and the log's counters
   RuleUpdater rules_;
   std::unique_ptr<ControlApi> api_;
   std::unique_ptr<ControlServer> server_;
