@@ -311,7 +311,8 @@ int cmd_logs(const Common& c, const LogsOptions& l, std::ostream& out, std::ostr
         err << "vibepit: " << api_error(r) << "\n";
         return static_cast<int>(kRefused);
       }
-      auto j = json::parse(r.body);
+      // ordered_json: the records keep the field order of the decision log.
+      auto j = nlohmann::ordered_json::parse(r.body);
       for (const auto& rec : j["records"]) {
         recent.push_back(rec.dump());
         if (recent.size() > l.limit) recent.pop_front();
