@@ -106,7 +106,18 @@ int main(int argc, char** argv) {
     auto compiled = vibepit::policy::compile(cfg.rules, 1);
     vibepit::policy::SnapshotStore store(
         std::get<std::shared_ptr<const vibepit::policy::Snapshot>>(compiled));
+    // The control thread reads the log's ring, and the log's writer thread feeds the control
+    // plane's counters. So, on every way out of this scope: the control thread stops first
+    // (stop_control), then the log's writer (~DecisionLog), and only then is the control
+    // plane destroyed.
+    std::optional<vibepit::control::ControlPlane> control;
     vibepit::proxy::DecisionLog log(cfg.decision_log, cfg.decision_ring);
+    struct StopControl {
+      std::optional<vibepit::control::ControlPlane>& plane;
+      ~StopControl() {
+        if (plane) plane->stop();
+      }
+    } stop_control{control};
     vibepit::proxy::ProxyServer server(cfg, store, log);
     for (const auto& ep : server.listen()) {
       // Scripts parse this line: "listening proxy ADDR:PORT".
@@ -122,7 +133,6 @@ int main(int argc, char** argv) {
       }
     }
     // The control plane registers its counters with the log, so it comes before log.start().
-    std::optional<vibepit::control::ControlPlane> control;
     if (have_credentials) {
       control.emplace(cfg, store, log, control_opts);
       for (const auto& ep : control->listen()) {
