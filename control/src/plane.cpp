@@ -60,7 +60,7 @@ class ControlPlane::Metrics : public StatsSource {
   void attach(const ServerCounters* c) { server_ = c; }  // before the control thread starts
 
   std::string stats_json() const override {
-    auto j = nlohmann::json::parse(stats_.stats_json());
+    auto j = stats_.to_json();
     j["decision_log_dropped"] = log_.dropped();
     if (server_) {
       j["control"] = {{"accepted", server_->accepted.load()},
@@ -70,7 +70,7 @@ class ControlPlane::Metrics : public StatsSource {
                       {"requests", server_->requests.load()},
                       {"rate_limited", server_->rate_limited.load()}};
     }
-    return j.dump() + "\n";
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
 
   std::string prometheus() const override {

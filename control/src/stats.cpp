@@ -122,6 +122,10 @@ std::size_t DecisionStats::tracked_hosts() const {
 }
 
 std::string DecisionStats::stats_json() const {
+  return to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+nlohmann::json DecisionStats::to_json() const {
   using json = nlohmann::json;
   std::lock_guard lock(mu_);
   json hosts = json::object();
@@ -169,7 +173,7 @@ std::string DecisionStats::stats_json() const {
         {"bytes_up", other_.bytes_up},
         {"bytes_down", other_.bytes_down}}},
   };
-  return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  return j;
 }
 
 std::string DecisionStats::prometheus() const {

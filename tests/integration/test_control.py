@@ -30,8 +30,8 @@ def control_config(**extra):
     return cfg
 
 
-class HandshakeMatrix(base.TopologyCase):
-    """The server's credentials come from a CA this test holds, over --credentials-fd."""
+class ControlCase(base.TopologyCase):
+    """A class-wide proxy with the control API; subclasses start it in start_control()."""
 
     ipv6 = False
 
@@ -39,23 +39,33 @@ class HandshakeMatrix(base.TopologyCase):
     def setUpClass(cls):
         super().setUpClass()
         try:
-            d = os.path.join(cls.topo.tmp, "pki")
-            cls.ca = TestCa(d)
-            cls.other = TestCa(os.path.join(d, "other"), name="other-ca")
-            srv_cert, srv_key = cls.ca.issue("server", "serverAuth", san="IP:127.0.0.1")
-            cls.server_cert = srv_cert
-            cls.client = cls.ca.issue("client", "clientAuth")
-            cls.expired = cls.ca.issue("expired", "clientAuth", days=-1)
-            cls.foreign = cls.other.issue("foreign", "clientAuth")
-            cls.server_as_client = (srv_cert, srv_key)
-            fd = credentials_pipe(cls.ca.server_set_json(srv_cert, srv_key))
-            cls.proxy = cls.make_proxy(**control_config(), extra_args=["--credentials-fd", str(fd)],
-                                       pass_fds=[fd])
-            os.close(fd)
+            cls.proxy = cls.start_control()
             cls.cport = cls.proxy.control_listeners[0][1]
         except BaseException:
             cls.topo.close()
             raise
+
+
+class HandshakeMatrix(ControlCase):
+    """The server's credentials come from a CA this test holds, over --credentials-fd."""
+
+    @classmethod
+    def start_control(cls):
+        d = os.path.join(cls.topo.tmp, "pki")
+        cls.ca = TestCa(d)
+        cls.other = TestCa(os.path.join(d, "other"), name="other-ca")
+        srv_cert, srv_key = cls.ca.issue("server", "serverAuth", san="IP:127.0.0.1")
+        cls.server_cert = srv_cert
+        cls.client = cls.ca.issue("client", "clientAuth")
+        cls.expired = cls.ca.issue("expired", "clientAuth", days=-1)
+        cls.foreign = cls.other.issue("foreign", "clientAuth")
+        cls.server_as_client = (srv_cert, srv_key)
+        fd = credentials_pipe(cls.ca.server_set_json(srv_cert, srv_key))
+        try:
+            return cls.make_proxy(**control_config(), extra_args=["--credentials-fd", str(fd)],
+                                  pass_fds=[fd])
+        finally:
+            os.close(fd)
 
     def curl(self, *args, timeout=8):
         argv = ["curl", "-q", "-sS", "--max-time", str(timeout), "-o", "-", "-w", "\n@@%{http_code}"]
@@ -153,22 +163,14 @@ class HandshakeMatrix(base.TopologyCase):
         self.assertGreaterEqual(int(counts["handshake"]), 3, body)
 
 
-class Standalone(base.TopologyCase):
+class Standalone(ControlCase):
     """vibepit-proxy --session-dir DIR: credentials made in the proxy, the CLI against it."""
 
-    ipv6 = False
-
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        try:
-            cls.session_dir = os.path.join(cls.topo.tmp, "state", "vibepit", "sessions", "s1")
-            cls.proxy = cls.make_proxy(**control_config(control_rate=0), allow_http=["allowed.test:443", LOAD_SERVER],
-                                       decision_ring=5000, extra_args=["--session-dir", cls.session_dir])
-            cls.cport = cls.proxy.control_listeners[0][1]
-        except BaseException:
-            cls.topo.close()
-            raise
+    def start_control(cls):
+        cls.session_dir = os.path.join(cls.topo.tmp, "state", "vibepit", "sessions", "s1")
+        return cls.make_proxy(**control_config(control_rate=0), allow_http=["allowed.test:443", LOAD_SERVER],
+                              decision_ring=5000, extra_args=["--session-dir", cls.session_dir])
 
     def conn(self):
         c = ControlConn.for_session(self.topo, self.topo.px, "127.0.0.1", self.cport, self.session_dir)
@@ -359,22 +361,14 @@ class Standalone(base.TopologyCase):
             self.fail("the decision did not reach the API")
 
 
-class SlowFollower(base.TopologyCase):
+class SlowFollower(ControlCase):
     """A small ring: records a reader has not fetched in time are reported as lost."""
 
-    ipv6 = False
-
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        try:
-            cls.session_dir = os.path.join(cls.topo.tmp, "sess")
-            cls.proxy = cls.make_proxy(**control_config(), decision_ring=20,
-                                       extra_args=["--session-dir", cls.session_dir])
-            cls.cport = cls.proxy.control_listeners[0][1]
-        except BaseException:
-            cls.topo.close()
-            raise
+    def start_control(cls):
+        cls.session_dir = os.path.join(cls.topo.tmp, "sess")
+        return cls.make_proxy(**control_config(), decision_ring=20,
+                              extra_args=["--session-dir", cls.session_dir])
 
     def test_loss_is_counted(self):
         c = ControlConn.for_session(self.topo, self.topo.px, "127.0.0.1", self.cport, self.session_dir)

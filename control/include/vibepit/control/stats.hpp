@@ -9,6 +9,8 @@
 #include <string>
 #include <unordered_map>
 
+#include <nlohmann/json.hpp>
+
 #include "vibepit/control/api.hpp"
 #include "vibepit/proxy/decision_log.hpp"
 
@@ -34,6 +36,7 @@ class DecisionStats : public StatsSource {
   explicit DecisionStats(std::size_t max_hosts = 1000) : max_hosts_(max_hosts) {}
 
   void observe(const proxy::DecisionRecord& r);  // the decision log's writer thread
+  nlohmann::json to_json() const;  // what stats_json() prints, for callers that add fields
   std::string stats_json() const override;
   std::string prometheus() const override;
   std::size_t tracked_hosts() const;

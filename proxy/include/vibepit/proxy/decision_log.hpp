@@ -103,7 +103,8 @@ class DecisionLog {
   // were already evicted from the ring.
   std::vector<RingEntry> since(std::uint64_t after, std::size_t limit, std::uint64_t& lost) const;
   std::uint64_t last_seq() const;
-  std::uint64_t dropped() const;  // records lost to full queues, over all producers  // the newest ring entry's seq, 0 when none yet
+  std::uint64_t dropped() const;  // records lost to full queues, over all producers  // the newest
+                                  // ring entry's seq, 0 when none yet
   std::uint64_t written() const { return written_.load(std::memory_order_relaxed); }
 
  private:
