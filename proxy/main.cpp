@@ -17,6 +17,7 @@
 #include "vibepit/proxy/decision_log.hpp"
 #include "vibepit/proxy/resolver.hpp"
 #include "vibepit/proxy/server.hpp"
+#include "vibepit/proxy/system_resolvers.hpp"
 
 namespace {
 
@@ -71,8 +72,14 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 
   vibepit::proxy::Config cfg;
+  std::string upstream_source = "the config";
   try {
     cfg = vibepit::proxy::load_config(config_path);
+    if (cfg.upstream_dns.empty()) {
+      auto found = vibepit::proxy::system_resolvers();
+      cfg.upstream_dns = std::move(found.servers);
+      upstream_source = std::move(found.source) + ", as upstream-dns is not set";
+    }
   } catch (const vibepit::proxy::ConfigError& e) {
     std::cerr << "vibepit-proxy: invalid configuration " << config_path << ": " << e.what() << "\n";
     return 2;
@@ -87,8 +94,12 @@ int main(int argc, char** argv) {
     std::cerr << "vibepit-proxy: --session-dir and --credentials-fd exclude each other\n";
     return 2;
   }
+  std::string upstreams;
+  for (const auto& ep : cfg.upstream_dns)
+    upstreams += (upstreams.empty() ? "" : " ") + ep.to_string();
   if (check_only) {
-    std::cout << "configuration OK\n";
+    std::cout << "configuration OK; upstream DNS " << upstreams << " (from " << upstream_source
+              << ")\n";
     return 0;
   }
 
@@ -102,6 +113,8 @@ int main(int argc, char** argv) {
   raise_fd_limit();
 
   try {
+    // Scripts parse this line too: "upstream dns ADDR:PORT... (from SOURCE)".
+    spdlog::info("upstream dns {} (from {})", upstreams, upstream_source);
     vibepit::proxy::resolver_library_init();
     auto compiled = vibepit::policy::compile(cfg.rules, 1);
     vibepit::policy::SnapshotStore store(

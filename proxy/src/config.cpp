@@ -299,9 +299,8 @@ Config parse_config(std::string_view json_text) {
   if (cfg.dns.cache_min_ttl > cfg.dns.cache_max_ttl) {
     throw ConfigError("dns-cache-min-ttl", "is larger than dns-cache-max-ttl");
   }
-  if (cfg.upstream_dns.empty()) {
-    throw ConfigError("upstream-dns", "is required: the proxy never reads the host's resolv.conf");
-  }
+  // A missing upstream-dns means "the machine's resolvers": main() asks system_resolvers().
+  // A list that is present must name at least one server.
 
   // Validate every rule now, so a bad entry stops the start instead of a later request.
   auto compiled = policy::compile(cfg.rules, 1);

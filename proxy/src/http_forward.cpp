@@ -107,7 +107,7 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
     }
   }
   if (host_count > 1) {
-    co_await refuse(400, "more than one Host header", true);
+    co_await refuse(400, ProxyError::http_request_error, "more than one Host header", true);
     co_return false;
   }
   if (host_header) {
@@ -115,20 +115,22 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
         *host_header, auth.port == 80 ? std::optional<std::uint16_t>(80) : std::nullopt);
     auto* h = std::get_if<Authority>(&parsed);
     if (!h || h->host != auth.host || h->port != auth.port) {
-      co_await refuse(400,
+      co_await refuse(400, ProxyError::http_request_error,
                       "the Host header \"" + std::string(host_header->substr(0, 256)) +
                           "\" does not match the request URI authority " + auth.display(),
                       true);
       co_return false;
     }
   } else if (head.version_minor == 1) {
-    co_await refuse(400, "HTTP/1.1 request without a Host header", true);
+    co_await refuse(400, ProxyError::http_request_error, "HTTP/1.1 request without a Host header",
+                    true);
     co_return false;
   }
 
   auto framing_or = request_framing(head);
   if (auto* err = std::get_if<FramingError>(&framing_or)) {
-    co_await refuse(400, "refused request framing: " + err->what, true);
+    co_await refuse(400, ProxyError::http_request_error, "refused request framing: " + err->what,
+                    true);
     co_return false;
   }
   const auto framing = std::get<Framing>(framing_or);
@@ -160,7 +162,7 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
     emit(rec);
     // A body we will not forward would be read as the next request: close instead.
     bool close = framing.kind != BodyKind::none || !client_keep_alive;
-    co_await refuse(dial.status, dial.message, close);
+    co_await refuse(dial.status, dial.error, dial.message, close);
     co_return !close && !closed_;
   }
   // Allowed plain-HTTP requests are short: one record, written when the response is done,
@@ -194,11 +196,13 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
     if (!ok && rec.status == 0) {
       if (!framing_error.empty()) {
         rec.status = 400;
-        co_await refuse(400, "invalid chunked request body: " + framing_error, true);
+        co_await refuse(400, ProxyError::http_request_error,
+                        "invalid chunked request body: " + framing_error, true);
       } else {
         rec.status = 502;
-        co_await refuse(
-            502, "the upstream server closed the connection or sent an invalid response", true);
+        co_await refuse(502, ProxyError::http_response_incomplete,
+                        "the upstream server closed the connection or sent an invalid response",
+                        true);
       }
       keep_client = false;
     } else if (!ok) {
@@ -206,7 +210,8 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
     }
   } else {
     rec.status = 502;
-    co_await refuse(502, "could not send the request upstream: " + ec.message(), true);
+    co_await refuse(502, ProxyError::connection_terminated,
+                    "could not send the request upstream: " + ec.message(), true);
   }
   rec.ms = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started).count());

@@ -110,6 +110,7 @@ void Resolver::on_addrinfo(void* arg, int status, int /*timeouts*/, ares_addrinf
     if (!r.ok) r.error = "no addresses";
   } else {
     r.error = ares_strerror(status);
+    r.timed_out = status == ARES_ETIMEOUT;
   }
   if (res) ares_freeaddrinfo(res);
   if (!r.ok) ttl = 0;

@@ -27,7 +27,65 @@ std::string_view reason_phrase(int status) {
   }
 }
 
-std::string make_error_response(int status, std::string_view message, bool close) {
+std::string_view error_token(ProxyError error) {
+  switch (error) {
+    case ProxyError::http_request_error:
+      return "http_request_error";
+    case ProxyError::http_request_denied:
+      return "http_request_denied";
+    case ProxyError::destination_ip_prohibited:
+      return "destination_ip_prohibited";
+    case ProxyError::dns_error:
+      return "dns_error";
+    case ProxyError::dns_timeout:
+      return "dns_timeout";
+    case ProxyError::connection_refused:
+      return "connection_refused";
+    case ProxyError::destination_ip_unroutable:
+      return "destination_ip_unroutable";
+    case ProxyError::destination_unavailable:
+      return "destination_unavailable";
+    case ProxyError::connection_timeout:
+      return "connection_timeout";
+    case ProxyError::connection_terminated:
+      return "connection_terminated";
+    case ProxyError::http_response_incomplete:
+      return "http_response_incomplete";
+    case ProxyError::proxy_internal_error:
+      return "proxy_internal_error";
+  }
+  return "proxy_internal_error";
+}
+
+std::string proxy_status_value(ProxyError error, std::string_view message) {
+  constexpr std::size_t kMaxDetails = 512;
+  std::string out = "vibepit; error=";
+  out += error_token(error);
+  out += "; details=\"";
+  std::size_t kept = 0;
+  bool space = false;
+  for (char c : message) {
+    if (kept >= kMaxDetails) break;
+    if (c == '\n' || c == '\r' || c == '\t' || c == ' ') {
+      space = kept > 0;  // runs of white space become one space; none leading
+      continue;
+    }
+    if (c < 0x21 || c > 0x7e) continue;  // sf-string: printable ASCII only
+    if (space) {
+      out += ' ';
+      ++kept;
+      space = false;
+    }
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+    ++kept;
+  }
+  out += '"';
+  return out;
+}
+
+std::string make_error_response(int status, ProxyError error, std::string_view message,
+                                bool close) {
   std::string body = "vibepit: ";
   body += message;
   body += '\n';
@@ -35,7 +93,9 @@ std::string make_error_response(int status, std::string_view message, bool close
   out += reason_phrase(status);
   out += "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ";
   out += std::to_string(body.size());
-  out += "\r\nCache-Control: no-store\r\n";
+  out += "\r\nCache-Control: no-store\r\nProxy-Status: ";
+  out += proxy_status_value(error, message);
+  out += "\r\n";
   if (close) out += "Connection: close\r\n";
   out += "\r\n";
   out += body;

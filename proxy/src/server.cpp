@@ -24,7 +24,7 @@ using asio::ip::tcp;
 
 // Best effort, never blocking: a refused client gets a clear status, not a silent reset.
 void refuse_now(tcp::socket& s, int status, std::string_view why) {
-  auto text = make_error_response(status, why, true);
+  auto text = make_error_response(status, ProxyError::proxy_internal_error, why, true);
   asio::error_code ec;
   s.non_blocking(true, ec);
   s.send(asio::buffer(text), 0, ec);
@@ -56,7 +56,8 @@ asio::awaitable<void> accept_loop(Worker& w, tcp::acceptor& acceptor) {
               ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
           if (fd >= 0) {
             auto text =
-                make_error_response(503, "the proxy is out of file descriptors; retry later", true);
+                make_error_response(503, ProxyError::proxy_internal_error,
+                                    "the proxy is out of file descriptors; retry later", true);
             [[maybe_unused]] auto sent = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
             ::close(fd);
           }

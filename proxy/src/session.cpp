@@ -100,10 +100,11 @@ asio::awaitable<Session::HeadStatus> Session::read_head(RequestHead& head) {
       if (r.state == ParseState::complete) co_return HeadStatus::ok;
       if (r.state == ParseState::error) {
         if (r.error == HeadError::too_large) {
-          co_await refuse(431, "request head larger than " + std::to_string(limit) + " bytes",
-                          true);
+          co_await refuse(431, ProxyError::http_request_error,
+                          "request head larger than " + std::to_string(limit) + " bytes", true);
         } else {
-          co_await refuse(400, std::string("malformed request: ") + std::string(describe(r.error)),
+          co_await refuse(400, ProxyError::http_request_error,
+                          std::string("malformed request: ") + std::string(describe(r.error)),
                           true);
         }
         co_return HeadStatus::failed;
@@ -116,7 +117,8 @@ asio::awaitable<Session::HeadStatus> Session::read_head(RequestHead& head) {
     inbuf_.resize(old + n);
     if (ec) {
       if (timed_out_ && !inbuf_.empty() && client_.is_open()) {
-        co_await refuse(408, "request head not received within the header timeout", true);
+        co_await refuse(408, ProxyError::http_request_error,
+                        "request head not received within the header timeout", true);
         co_return HeadStatus::failed;
       }
       co_return HeadStatus::closed;
@@ -150,7 +152,7 @@ asio::awaitable<void> Session::run() {
         rec.gen = w_.store.generation();
         emit(std::move(rec));
       }
-      co_await refuse(400,
+      co_await refuse(400, ProxyError::http_request_error,
                       "invalid request target \"" + std::string(head.target.substr(0, 256)) +
                           "\": " + err->what,
                       true);
@@ -164,7 +166,7 @@ asio::awaitable<void> Session::run() {
       break;
     }
     if (target.form != TargetForm::absolute) {
-      co_await refuse(400,
+      co_await refuse(400, ProxyError::http_request_error,
                       "this is a forward proxy: send absolute-form requests "
                       "(GET http://host/path) or CONNECT host:port",
                       true);
@@ -178,7 +180,7 @@ asio::awaitable<void> Session::run() {
             "https:// URLs must be tunnelled: use CONNECT host:443 (set HTTPS_PROXY, not "
             "an http:// URL with an https target)";
       }
-      co_await refuse(400, std::move(why), true);
+      co_await refuse(400, ProxyError::http_request_error, std::move(why), true);
       break;
     }
     if (!co_await handle_http(head, target)) break;
@@ -226,7 +228,9 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
   const auto display = target.display();
   if (d.verdict == policy::Verdict::deny) {
     out.status = 403;
+    out.error = ProxyError::http_request_denied;
     if (d.reason == policy::Reason::blocked_address) {
+      out.error = ProxyError::destination_ip_prohibited;
       out.message = "access to " + display + " denied: the address is in the blocked range " +
                     d.range + ". No rule can allow it.";
     } else {
@@ -264,6 +268,7 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
       rec.reason = policy::Reason::resolve_failed;
       rec.detail = result.error;
       out.status = 502;
+      out.error = result.timed_out ? ProxyError::dns_timeout : ProxyError::dns_error;
       out.message =
           "could not resolve " + target.host + " (" + result.error + "); the request was not sent.";
       co_return out;
@@ -285,6 +290,7 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
       rec.range = first_range;
       rec.addr = first_blocked;
       out.status = 403;
+      out.error = ProxyError::destination_ip_prohibited;
       out.message = "access to " + display + " denied: " + target.host + " resolves to " +
                     first_blocked + ", in the blocked range " + first_range +
                     ". No rule can allow it.";
@@ -294,6 +300,7 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
 
   bool any_timeout = false;
   std::string last_error;
+  asio::error_code last_ec;
   if (candidates.size() > kMaxDialAddresses) candidates.resize(kMaxDialAddresses);
   for (const auto& ip : candidates) {
     asio::error_code ec;
@@ -316,6 +323,7 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
       last_error = "timed out";
     } else {
       last_error = ec.message();
+      last_ec = ec;
     }
     upstream_.close(ignored);
   }
@@ -323,6 +331,16 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
   rec.addr = candidates.back().to_string();
   rec.detail = "connect failed: " + last_error;
   out.status = any_timeout ? 504 : 502;
+  if (any_timeout) {
+    out.error = ProxyError::connection_timeout;
+  } else if (last_ec == asio::error::connection_refused) {
+    out.error = ProxyError::connection_refused;
+  } else if (last_ec == asio::error::host_unreachable ||
+             last_ec == asio::error::network_unreachable) {
+    out.error = ProxyError::destination_ip_unroutable;
+  } else {
+    out.error = ProxyError::destination_unavailable;
+  }
   out.message = "could not connect to " + display + ": " + last_error + " (tried " +
                 std::to_string(candidates.size()) + " address" +
                 (candidates.size() == 1 ? "" : "es") + ").";
@@ -336,7 +354,7 @@ asio::awaitable<void> Session::handle_connect(const Authority& target, DecisionR
   if (!dial.ok) {
     rec.status = static_cast<std::uint16_t>(dial.status);
     emit(rec);
-    co_await refuse(dial.status, dial.message, true);
+    co_await refuse(dial.status, dial.error, dial.message, true);
     co_return;
   }
   rec.status = 200;
@@ -371,8 +389,9 @@ asio::awaitable<bool> Session::send(std::string_view bytes) {
   co_return !ec;
 }
 
-asio::awaitable<void> Session::refuse(int status, std::string message, bool close) {
-  auto text = make_error_response(status, message, close);
+asio::awaitable<void> Session::refuse(int status, ProxyError error, std::string message,
+                                      bool close) {
+  auto text = make_error_response(status, error, message, close);
   co_await send(text);
   if (close) {
     // Let the response reach the client before the FIN; the deadline sweep bounds this.

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """CONNECT: tunnels, refusals with reasons, IP literals, decision records."""
 
+import os
+import shutil
 import time
 
 from harness import base
+from harness.proxy import ProxyError
 from harness.client import Closed, RawConn
 
 RULES = [
@@ -16,12 +19,25 @@ RULES = [
 class ConnectTest(base.TopologyCase):
     proxy_config = {"allow_http": RULES, "connect_timeout_ms": 800}
 
-    def connect_refused(self, target, status, *needles):
+    def connect_refused(self, target, status, *needles, error=None):
         c, resp = self.tunnel(target)
         self.assertStatus(resp, status)
         for n in needles:
             self.assertIn(n, resp.text, "%r%s" % (resp, self.diag()))
+        if error is not None:
+            self.assertProxyStatus(resp, error)
         return resp
+
+    def assertProxyStatus(self, resp, error):
+        """RFC 9209: `vibepit; error=TYPE; details="<the body's text on one line>"`."""
+        value = resp.header("Proxy-Status")
+        self.assertIsNotNone(value, "no Proxy-Status header: %r" % resp)
+        self.assertTrue(value.startswith('vibepit; error=%s; details="' % error), value)
+        details = resp.text.strip()
+        if details.startswith("vibepit: "):
+            details = details[len("vibepit: "):]
+        details = " ".join(details.split()).replace("\\", "\\\\").replace('"', '\\"')
+        self.assertEqual(value, 'vibepit; error=%s; details="%s"' % (error, details))
 
     # ------------------------------------------------------------ allowed
 
@@ -66,13 +82,22 @@ class ConnectTest(base.TopologyCase):
 
     def test_not_allowlisted_names_host_port_and_hint(self):
         resp = self.connect_refused("other.test:443", 403, "other.test", "443", "allowlist",
-                                    "vibepit allow-http other.test:443")
-        resp = self.connect_refused("allowed.test:8443", 403, "vibepit allow-http allowed.test:8443")
+                                    "vibepit allow-http other.test:443", error="http_request_denied")
+        resp = self.connect_refused("allowed.test:8443", 403, "vibepit allow-http allowed.test:8443",
+                                    error="http_request_denied")
 
     def test_curl_sees_403(self):
         r = self.curl("http://other.test:443/", tunnel=True)
         self.assertEqual(r.connect_code, 403, r)
         self.assertNotEqual(r.rc, 0)
+
+    def test_curl_verbose_shows_why_a_tunnel_was_refused(self):
+        """curl never shows a failed CONNECT's body; with -v it prints the Proxy-Status header."""
+        r = self.curl("-v", "https://other.test/", tunnel=True)
+        self.assertEqual(r.connect_code, 403, r)
+        self.assertIn('< Proxy-Status: vibepit; error=http_request_denied; details="access to '
+                      'other.test:443 denied: not allowlisted. To allow it, run: vibepit '
+                      'allow-http other.test:443"', r.stderr)
 
     def test_unresolvable(self):
         for name in ("nx.test", "servfail.test"):
@@ -80,13 +105,14 @@ class ConnectTest(base.TopologyCase):
                 c, resp = self.tunnel(name + ":443")
                 self.assertIn(resp.status, (502, 403), "%r%s" % (resp, self.diag()))
                 self.assertIn("could not resolve", resp.text)
+                self.assertProxyStatus(resp, "dns_error")
 
     def test_connection_refused_is_502(self):
-        self.connect_refused("dead.test:443", 502)
+        self.connect_refused("dead.test:443", 502, error="connection_refused")
 
     def test_connect_timeout_is_504(self):
         t0 = time.monotonic()
-        self.connect_refused("blackhole.test:443", 504)
+        self.connect_refused("blackhole.test:443", 504, error="connection_timeout")
         self.assertLess(time.monotonic() - t0, 4.0, "connect-timeout-ms is 800")
 
     def test_malformed(self):
@@ -113,6 +139,7 @@ class ConnectTest(base.TopologyCase):
                 except Closed:
                     self.fail("%s: closed without a 400%s" % (why, self.diag()))
                 self.assertEqual(resp.status, 400, "%s: %r" % (why, resp))
+                self.assertProxyStatus(resp, "http_request_error")
         self.assertTrue(self.proxy.alive())
 
     # ------------------------------------------------------------ literals
@@ -138,7 +165,7 @@ class ConnectTest(base.TopologyCase):
         ]
         for target, cidr in cases:
             with self.subTest(target=target):
-                self.connect_refused(target, 403, cidr)
+                self.connect_refused(target, 403, cidr, error="destination_ip_prohibited")
         self.assertNoCanaryHits()
 
     def test_ambiguous_ipv4_forms_are_invalid(self):
@@ -192,6 +219,40 @@ class ConnectTest(base.TopologyCase):
         d = self.proxy.wait_records(lambda r: r.get("host") == "10.0.0.1" and r.get("verdict") == "deny")
         self.assertTrue(d, self.diag())
         self.assertIn("10.0.0.0/8", " ".join(str(v) for v in d[0].values()), d[0])
+
+
+class SystemResolverTest(base.TopologyCase):
+    """Without upstream-dns the proxy asks the servers /etc/resolv.conf names. `ip netns exec`
+    shows /etc/netns/NS/resolv.conf as /etc/resolv.conf inside NS: here, the fake DNS's."""
+
+    def resolv_conf(self, text):
+        etc = "/etc/netns/" + self.topo.px
+        if not os.path.isdir("/etc/netns"):
+            os.mkdir("/etc/netns")
+            self.addCleanup(os.rmdir, "/etc/netns")   # runs last: cleanups are last-in first-out
+        os.makedirs(etc)
+        self.addCleanup(shutil.rmtree, etc, True)
+        with open(os.path.join(etc, "resolv.conf"), "w") as f:
+            f.write(text)
+
+    def test_resolv_conf_names_the_upstream(self):
+        self.resolv_conf("# test_connect.py\nsearch corp.example\noptions ndots:5\n"
+                         "nameserver 203.0.113.2\n")
+        p = self.start_proxy(allow_http=["allowed.test:443"], upstream_dns=None)
+        self.assertIn("upstream dns 203.0.113.2:53 (from /etc/resolv.conf, as upstream-dns is "
+                      "not set)", p.stderr())
+        c, resp = self.tunnel("allowed.test:443", proxy=p)
+        self.assertStatus(resp, 200)
+        c.send(b"ping")
+        self.assertEqual(c.recv_exact(4), b"ping")
+
+    def test_no_nameserver_is_a_clear_start_error(self):
+        self.resolv_conf("search corp.example\n")
+        with self.assertRaises(ProxyError) as cm:
+            self.make_proxy(upstream_dns=None)
+        self.assertIn('config key "upstream-dns": is not set, and /etc/resolv.conf names no '
+                      "usable nameserver", str(cm.exception))
+        self.assertIn("exited 2", str(cm.exception))
 
 
 class ListenTest(base.TopologyCase):

@@ -36,6 +36,8 @@ class RebindingTest(base.TopologyCase):
                         resp = self.raw().request("GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n" % (name, name))
                     self.assertStatus(resp, 403)
                     self.assertIn(cidr, resp.text, "%r%s" % (resp, self.diag()))
+                    self.assertTrue((resp.header("Proxy-Status") or "").startswith(
+                        "vibepit; error=destination_ip_prohibited; "), resp.headers)
         self.assertNoCanaryHits()
 
     def test_mixed_answer_dials_only_the_public_address(self):

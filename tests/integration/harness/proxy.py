@@ -55,8 +55,11 @@ class Proxy:
         self.pass_fds = tuple(overrides.pop("pass_fds", None) or ())
         self.config = dict(BASE_CONFIG)
         self.config["decision-log"] = self.log_path
-        for k, v in overrides.items():
-            self.config[k.replace("_", "-")] = v
+        for k, v in overrides.items():   # None removes a key: upstream_dns=None
+            if v is None:
+                self.config.pop(k.replace("_", "-"), None)
+            else:
+                self.config[k.replace("_", "-")] = v
         self.config_path = os.path.join(topo.tmp, self.name + ".json")
         self.stderr_path = os.path.join(topo.tmp, self.name + ".stderr")
         self.proc = None

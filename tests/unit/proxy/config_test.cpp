@@ -111,8 +111,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"{" BASE R"(, "alow-http": []})", "alow-http", "unknown key"},
         // listen address is required
         BadConfig{R"({"upstream-dns": ["203.0.113.2"]})", "proxy-listen", "is required"},
-        // the host's resolv.conf is never a fallback
-        BadConfig{R"({"proxy-listen": ["127.0.0.1:0"]})", "upstream-dns", "is required"},
+        // an empty list is a mistake; leaving the key out is how to ask for the system's
+        BadConfig{R"({"proxy-listen": ["127.0.0.1:0"], "upstream-dns": []})", "upstream-dns",
+                  "must name at least one address"},
         // names are not accepted as listen addresses
         BadConfig{R"({"proxy-listen": ["localhost:3128"], "upstream-dns": ["203.0.113.2"]})",
                   "proxy-listen", "localhost:3128"},

@@ -64,7 +64,7 @@ struct ControlConfig {
 
 struct Config {
   std::vector<Endpoint> proxy_listen;
-  std::vector<Endpoint> upstream_dns;
+  std::vector<Endpoint> upstream_dns;  // empty after parsing: use the machine's resolvers
   policy::RuleSet rules;
   std::string decision_log = "-";  // path, or "-" for stdout
   unsigned threads = 0;            // 0 = one per core

@@ -32,6 +32,7 @@ struct ResolveResult {
   bool ok = false;
   std::vector<policy::IpAddr> addrs;  // in the order the upstream gave them
   std::string error;                  // why resolution failed, when !ok
+  bool timed_out = false;             // failed because no upstream server answered
   bool cached = false;                // answered from this resolver's cache
 };
 

@@ -18,6 +18,7 @@
 #include "vibepit/proxy/decision_log.hpp"
 #include "vibepit/proxy/http_body.hpp"
 #include "vibepit/proxy/http_head.hpp"
+#include "vibepit/proxy/response.hpp"
 
 namespace vibepit::proxy {
 
@@ -42,6 +43,7 @@ class Session : public std::enable_shared_from_this<Session> {
   struct Dial {
     bool ok = false;
     int status = 0;  // HTTP status to send when !ok
+    ProxyError error = ProxyError::proxy_internal_error;
     std::string message;
   };
 
@@ -54,7 +56,7 @@ class Session : public std::enable_shared_from_this<Session> {
                                         bool reuse_ok);
   asio::awaitable<bool> send(std::string_view bytes);  // to the client, with a deadline
   // Message by value: it must live in the coroutine frame across the write.
-  asio::awaitable<void> refuse(int status, std::string message, bool close);
+  asio::awaitable<void> refuse(int status, ProxyError error, std::string message, bool close);
   asio::awaitable<bool> forward_request_body(const Framing& framing, std::uint64_t& bytes,
                                              std::string& framing_error);
   asio::awaitable<bool> forward_response(std::string_view method, bool client_keep_alive,
