@@ -9,8 +9,8 @@
 #   bench/compare.sh control [ARGS] only the control API (ARGS: compare_control.py --help)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
-scripts/build.sh release
+scripts/install-deps.sh --bench
+scripts/build.sh release -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON
 case "${1:-all}" in
   proxy) shift; exec python3 bench/compare.py "$@" ;;
   dns) shift; exec python3 bench/compare_dns.py "$@" ;;

@@ -2,9 +2,20 @@
 # Set-up command (2): install, build, and run the whole test suite: unit and integration
 # tests on the release build, again under ASan+UBSan and under TSan, then every libFuzzer
 # target for a short run. Integration tests need root (network namespaces).
+#   scripts/test.sh           every stage
+#   scripts/test.sh --quick   the release stage only (what scripts/fresh-check.sh --quick runs)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh || exit 1
+quick=""
+case "${1:-}" in
+  "") ;;
+  --quick) quick=1 ;;
+  *)
+    echo "usage: scripts/test.sh [--quick]" >&2
+    exit 2
+    ;;
+esac
+scripts/install-deps.sh --test || exit 1
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "test: integration tests create network namespaces; run as root (sudo $0)" >&2
@@ -43,8 +54,8 @@ run_ctest() {  # name, build dir, extra ctest args...
   summary+=("$name: $((total - fail - skipped)) passed, $((fail + skipped)) failed ($skipped of them skipped)")
 }
 
-build_or_fail() {
-  if ! scripts/build.sh "$1"; then
+build_or_fail() {  # preset, configure args...
+  if ! scripts/build.sh "$@"; then
     echo "test: build of preset $1 failed" >&2
     summary+=("$1: BUILD FAILED")
     failed=$((failed + 1))
@@ -53,15 +64,19 @@ build_or_fail() {
   fi
 }
 
-if build_or_fail release; then run_ctest release build -LE fuzz; fi
-if build_or_fail asan; then
+if build_or_fail release -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON; then
+  run_ctest release build -LE fuzz
+fi
+if [ -n "$quick" ]; then
+  summary+=("asan, tsan, fuzz: not run (--quick)")
+elif build_or_fail asan; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_ctest asan build-asan -LE fuzz
 fi
-if build_or_fail tsan; then
+if [ -z "$quick" ] && build_or_fail tsan; then
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest tsan build-tsan -LE fuzz
 fi
-if build_or_fail fuzz; then run_ctest fuzz build-fuzz -L fuzz; fi
+if [ -z "$quick" ] && build_or_fail fuzz; then run_ctest fuzz build-fuzz -L fuzz; fi
 
 echo
 echo "== test summary =="

@@ -4,11 +4,15 @@
 If this fails, the proxy tests cannot be trusted: fix the harness first.
 """
 
+import glob
+import os
+import re
 import socket
 import struct
 import time
+import unittest
 
-from harness import base, fake_dns, netns
+from harness import base, fake_dns, netns, tools
 from harness.client import RawConn, bulk_transfer
 from harness.fake_dns import A, AAAA, NOERROR, NXDOMAIN, SERVFAIL
 
@@ -154,6 +158,50 @@ class HarnessTest(base.TopologyCase):
         r = base.curl(self.topo, ["http://[2001:db8::10]/"], timeout=3)
         self.assertEqual((r.rc, r.http_code), (0, 200), r)
         self.assertEqual(r.json()["local"], "[2001:db8::10]:80")
+
+
+
+class ToolsTest(unittest.TestCase):
+    """Every external command the suite and the benchmarks run is declared in scripts/deps.txt,
+    and every command of the groups scripts/test.sh installs is there."""
+
+    # argv lists that start with a literal command: ["curl", ...], run(ns, ["dig", ...])
+    ARGV = re.compile(r'(?:\bargv(?:_prefix)?\s*=|\b(?:run|popen|Popen|check_output)\((?:[^()\[]*?,)?)\s*'
+                      r'\[\s*"([A-Za-z0-9_.+-]+)"')
+    BUILT = {"vibepit", "vibepit-proxy", "vibepit-bench", "vibepit-microbench"}
+
+    def test_every_called_command_is_declared(self):
+        table = tools.providers()
+        sources = glob.glob(os.path.join(base.REPO, "tests", "integration", "*.py"))
+        sources += glob.glob(os.path.join(base.REPO, "tests", "integration", "harness", "*.py"))
+        sources += glob.glob(os.path.join(base.REPO, "bench", "*.py"))
+        seen = {}
+        for path in sources:
+            with open(path) as f:
+                for command in self.ARGV.findall(f.read()):
+                    seen.setdefault(command, os.path.relpath(path, base.REPO))
+        for known in ("curl", "dig", "openssl", "ip", "prlimit", "squid", "dnsperf"):
+            self.assertIn(known, seen, "the scan no longer finds %s: fix the pattern" % known)
+        undeclared = {c: where for c, where in seen.items() if c not in table and c not in self.BUILT}
+        self.assertEqual(undeclared, {}, "commands called but not in scripts/deps.txt")
+
+    def test_test_group_commands_are_installed(self):
+        table = tools.providers()
+        absent = [tools.missing_message(c, table) for c, (_, group) in sorted(table.items())
+                  if group in ("build", "test") and tools.shutil.which(c) is None]
+        self.assertEqual(absent, [])
+
+    def test_missing_command_names_its_package(self):
+        table = {"openssl": ("openssl", "test"), "squid": ("squid", "bench")}
+        self.assertEqual(tools.missing_message("openssl", table),
+                         "`openssl` is not installed: it comes from the Debian package openssl, "
+                         "which scripts/install-deps.sh --test installs")
+        self.assertIn("install-deps.sh --bench", tools.missing_message("squid", table))
+        self.assertIn("scripts/deps.txt names no Debian package",
+                      tools.missing_message("openssl", {}))
+        with self.assertRaises(tools.MissingTool) as cm:
+            tools.need("vibepit-no-such-command")
+        self.assertIn("names no Debian package", str(cm.exception))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 """Shared test plumbing: --bin-dir, one topology per test class, proxies."""
 
 import os
-import shutil
 import sys
 import unittest
 
 from . import netns
 from .client import RawConn, connect_tunnel, curl
 from .proxy import Proxy
+from .tools import MissingTool, need
 
 SKIP = 77                 # ctest SKIP_RETURN_CODE
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -34,9 +34,15 @@ def main(needs_proxy=True):
     global BIN_DIR
     BIN_DIR, argv = _take_bin_dir(sys.argv)
     BIN_DIR = os.path.abspath(BIN_DIR)
-    if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("curl"):
-        print("SKIP: integration tests need root, iproute2 and curl")
+    if os.geteuid() != 0:
+        print("SKIP: integration tests create network namespaces and need root")
         sys.exit(SKIP)
+    try:
+        for command in ("ip", "curl"):
+            need(command)
+    except MissingTool as e:
+        print("FAIL: %s" % e)
+        sys.exit(1)
     if needs_proxy and not os.access(os.path.join(BIN_DIR, "vibepit-proxy"), os.X_OK):
         print("SKIP: no vibepit-proxy in %s (use --bin-dir or VIBEPIT_BIN_DIR)" % BIN_DIR)
         sys.exit(SKIP)

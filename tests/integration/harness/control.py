@@ -12,10 +12,11 @@ import ssl
 import subprocess
 
 from .netns import in_netns
+from .tools import need
 
 
 def _openssl(*args, cwd):
-    r = subprocess.run(["openssl"] + list(args), cwd=cwd, capture_output=True, text=True, timeout=30)
+    r = subprocess.run([need("openssl")] + list(args), cwd=cwd, capture_output=True, text=True, timeout=30)
     if r.returncode != 0:
         raise RuntimeError("openssl %s: %s" % (" ".join(args), r.stderr.strip()))
     return r.stdout

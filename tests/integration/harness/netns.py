@@ -34,6 +34,8 @@ import tempfile
 import threading
 import time
 
+from .tools import need
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PX_V4, NET_V4 = "203.0.113.1", "203.0.113.2"
 PX_V6, NET_V6 = "2001:db8:ffff::1", "2001:db8:ffff::2"
@@ -68,6 +70,7 @@ def _die_with_parent():
 
 
 def _ip(*args, check=True):
+    need("ip")
     r = subprocess.run(["ip"] + list(args), capture_output=True, text=True, timeout=20)
     if check and r.returncode != 0:
         raise RuntimeError("ip %s: %s" % (" ".join(args), r.stderr.strip()))
@@ -257,6 +260,7 @@ class Topology:
             stdout = f if stdout is None else stdout
             stderr = f if stderr is None else stderr
         kw.setdefault("cwd", self.tmp)
+        need(argv[0])
         p = subprocess.Popen(["ip", "netns", "exec", ns] + list(argv), stdout=stdout, stderr=stderr,
                              stdin=subprocess.DEVNULL, env=kw.pop("env", clean_env()),
                              preexec_fn=_die_with_parent, **kw)
@@ -283,6 +287,7 @@ class Topology:
 
     def run(self, ns, argv, timeout=20, input=None):
         """Run argv inside ns to completion; returns CompletedProcess (bytes)."""
+        need(argv[0])
         return subprocess.run(["ip", "netns", "exec", ns] + list(argv), capture_output=True,
                               timeout=timeout, env=clean_env(), input=input, cwd=self.tmp,
                               preexec_fn=_die_with_parent)
