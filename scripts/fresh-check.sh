@@ -266,6 +266,9 @@ fi
 echo
 echo "== fresh-check summary"
 for s in "${summary[@]}"; do echo "  $s"; done
+# The clear messages of a missing dependency, wherever in the logs they were printed.
+grep -h -o -E "(MissingTool: .*|AssertionError: undeclared commands.*|install-deps: .*(FAILED|missing after install).*|test: .*)" \
+  "$log_dir/run.log" "$log_dir/test.log" 2>/dev/null | sort -u | sed 's/^/  why: /'
 exit "$status"
 INSIDE
 sed -i "s/READY_TIMEOUT/$ready_timeout/g" "$root/fresh-check/inside.sh"

@@ -51,7 +51,12 @@ run_ctest() {  # name, build dir, extra ctest args...
   passed=$((passed + total - fail - skipped))
   failed=$((failed + fail + skipped))
   [ "$rc" -eq 0 ] && [ "$skipped" -eq 0 ] || status=1
-  summary+=("$name: $((total - fail - skipped)) passed, $((fail + skipped)) failed ($skipped of them skipped)")
+  local names
+  names=$(sed -n '/The following tests FAILED:/,/^Errors while running/p' "$log" |
+    sed -n -E 's/^[[:space:]]*[0-9]+ - (.*) \((Failed|Timeout|Not Run|SEGFAULT|Exception|Skipped)\)$/\1/p' |
+    tr '\n' ' ')
+  names="${names% }"
+  summary+=("$name: $((total - fail - skipped)) passed, $((fail + skipped)) failed ($skipped of them skipped)${names:+: $names}")
 }
 
 build_or_fail() {  # preset, configure args...
