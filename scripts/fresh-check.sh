@@ -134,7 +134,9 @@ cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   if [ -n "$inner_pid" ] && kill -0 "$inner_pid" 2>/dev/null; then
-    kill -TERM "$inner_pid" 2>/dev/null || true # unshare --kill-child takes the namespace down
+    # unshare --fork ignores SIGINT and SIGTERM while it waits; SIGKILL ends it, and
+    # --kill-child then SIGKILLs the namespace's PID 1, which takes every process with it.
+    kill -KILL "$inner_pid" 2>/dev/null || true
     wait "$inner_pid" 2>/dev/null || true
   fi
   if [ "$rc" -ne 0 ] && ls "$root"/fresh-check/*.log >/dev/null 2>&1; then
