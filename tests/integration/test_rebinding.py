@@ -140,7 +140,7 @@ class BlockCidrTest(base.TopologyCase):
 class ResolverDownTest(base.TopologyCase):
     """No answer from upstream DNS: refuse quickly (resolve-timeout-ms 1000)."""
 
-    def check_fails_closed(self, dns, limit):
+    def check_fails_closed(self, dns, limit, error):
         p = self.start_proxy(allow_http=["allowed.test:443", "allowed.test:80"], upstream_dns=[dns],
                              resolve_timeout_ms=1000)
         t0 = time.monotonic()
@@ -149,15 +149,17 @@ class ResolverDownTest(base.TopologyCase):
         self.assertIn(resp.status, (502, 403), "%r%s" % (resp, p.diag()))
         self.assertIn("could not resolve", resp.text)
         self.assertLess(took, limit, "resolve-timeout-ms is 1000")
+        self.assertTrue((resp.header("Proxy-Status") or "").startswith(
+            "vibepit; error=%s; " % error), resp.headers)
         r = self.curl("http://allowed.test/", proxy=p)
         self.assertIn(r.http_code, (502, 403), r)
         self.assertTrue(p.alive())
 
     def test_silent_dns(self):
-        self.check_fails_closed("198.51.100.250:53", 3.5)     # blackholed: packets vanish
+        self.check_fails_closed("198.51.100.250:53", 3.5, "dns_timeout")  # blackholed
 
     def test_refusing_dns(self):
-        self.check_fails_closed("198.51.100.19:53", 3.5)      # ICMP port unreachable
+        self.check_fails_closed("198.51.100.19:53", 3.5, "dns_error")  # ICMP port unreachable
 
     def test_dns_stops_answering_one_name(self):
         p = self.start_proxy(allow_http=["drop.test:443"], resolve_timeout_ms=1000)
@@ -165,6 +167,8 @@ class ResolverDownTest(base.TopologyCase):
         _, resp = self.tunnel("drop.test:443", proxy=p, timeout=10)
         self.assertIn(resp.status, (502, 403), "%r%s" % (resp, p.diag()))
         self.assertLess(time.monotonic() - t0, 3.5)
+        self.assertTrue((resp.header("Proxy-Status") or "").startswith(
+            "vibepit; error=dns_timeout; "), resp.headers)
 
 
 if __name__ == "__main__":
