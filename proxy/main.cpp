@@ -94,9 +94,7 @@ int main(int argc, char** argv) {
     std::cerr << "vibepit-proxy: --session-dir and --credentials-fd exclude each other\n";
     return 2;
   }
-  std::string upstreams;
-  for (const auto& ep : cfg.upstream_dns)
-    upstreams += (upstreams.empty() ? "" : " ") + ep.to_string();
+  const auto upstreams = vibepit::proxy::to_string(cfg.upstream_dns);
   if (check_only) {
     std::cout << "configuration OK; upstream DNS " << upstreams << " (from " << upstream_source
               << ")\n";

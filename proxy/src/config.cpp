@@ -203,6 +203,15 @@ std::string Endpoint::to_string() const {
   return host + ":" + std::to_string(port);
 }
 
+std::string to_string(const std::vector<Endpoint>& endpoints) {
+  std::string out;
+  for (const auto& ep : endpoints) {
+    if (!out.empty()) out += ' ';
+    out += ep.to_string();
+  }
+  return out;
+}
+
 Endpoint parse_endpoint(std::string_view text, std::uint16_t default_port) {
   std::string_view host = text;
   std::string_view port;

@@ -30,15 +30,6 @@ std::string read_small_file(const std::string& path) {
   return text;
 }
 
-std::string join(const std::vector<Endpoint>& eps) {
-  std::string out;
-  for (const auto& ep : eps) {
-    if (!out.empty()) out += ", ";
-    out += ep.addr.to_string();
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<Endpoint> parse_resolv_conf(std::string_view text) {
@@ -78,11 +69,9 @@ SystemResolvers system_resolvers(const ResolverFiles& files) {
     auto upstreams = parse_resolv_conf(read_small_file(files.resolved_upstreams));
     std::erase_if(upstreams, is_resolved_stub);
     if (!upstreams.empty()) {
-      return {std::move(upstreams), files.resolved_upstreams +
-                                        " (systemd-resolved's upstream "
-                                        "servers; " +
-                                        files.resolv_conf + " names only its stub " + join(named) +
-                                        ")"};
+      auto source = files.resolved_upstreams + " (systemd-resolved's upstream servers; " +
+                    files.resolv_conf + " names only its stub " + to_string(named) + ")";
+      return {std::move(upstreams), std::move(source)};
     }
     return {std::move(named), files.resolv_conf + " (systemd-resolved's stub; " +
                                   files.resolved_upstreams + " names no upstream server)"};

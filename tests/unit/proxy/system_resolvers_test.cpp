@@ -12,9 +12,7 @@ namespace vibepit::proxy {
 namespace {
 
 std::string addresses(const std::vector<Endpoint>& eps) {
-  std::string out;
-  for (const auto& ep : eps) out += (out.empty() ? "" : " ") + ep.to_string();
-  return out;
+  return to_string(eps);
 }
 
 struct ResolvConfCase {

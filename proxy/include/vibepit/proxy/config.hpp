@@ -20,6 +20,9 @@ struct Endpoint {
   std::string to_string() const;  // "1.2.3.4:53" or "[::1]:53"
 };
 
+// "1.2.3.4:53 [::1]:53": a list of endpoints for logs and messages.
+std::string to_string(const std::vector<Endpoint>& endpoints);
+
 // "ADDR:PORT" with ADDR an IP literal (IPv6 in brackets). When default_port is non-zero the
 // port may be left out. Throws std::invalid_argument with a short reason.
 Endpoint parse_endpoint(std::string_view text, std::uint16_t default_port = 0);
