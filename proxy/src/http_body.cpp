@@ -322,6 +322,14 @@ bool ChunkedDecoder::step(unsigned char c) {
 }
 
 ChunkedDecoder::Step ChunkedDecoder::feed(std::string_view data) {
+  return feed_into(data, nullptr);
+}
+
+ChunkedDecoder::Step ChunkedDecoder::feed(std::string_view data, std::string& payload) {
+  return feed_into(data, &payload);
+}
+
+ChunkedDecoder::Step ChunkedDecoder::feed_into(std::string_view data, std::string* payload) {
   std::size_t i = 0;
   while (i < data.size()) {
     if (state_ == State::done) return {Status::done, i};
@@ -329,6 +337,7 @@ ChunkedDecoder::Step ChunkedDecoder::feed(std::string_view data) {
     if (state_ == State::data) {
       const std::size_t avail = data.size() - i;
       const std::size_t n = remaining_ < avail ? static_cast<std::size_t>(remaining_) : avail;
+      if (payload) payload->append(data.substr(i, n));
       i += n;
       remaining_ -= n;
       if (remaining_ == 0) state_ = State::data_cr;

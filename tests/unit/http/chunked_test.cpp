@@ -203,5 +203,19 @@ TEST(ChunkedDecoder, LargeChunkAcrossFeeds) {
   }
 }
 
+// The payload overload hands out exactly the chunk data, whatever the split.
+TEST(ChunkedDecoder, PayloadAcrossSplits) {
+  const std::string body = "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nTrailer: t\r\n\r\nNEXT";
+  for (std::size_t cut = 0; cut <= body.size(); ++cut) {
+    ChunkedDecoder d;
+    std::string payload;
+    auto a = d.feed(std::string_view(body).substr(0, cut), payload);
+    std::size_t consumed = a.consumed;
+    if (a.status == Status::need_more) consumed += d.feed(body.substr(cut), payload).consumed;
+    EXPECT_EQ(payload, "hello world") << "cut " << cut;
+    EXPECT_EQ(consumed, body.size() - 4) << "cut " << cut;
+  }
+}
+
 }  // namespace
 }  // namespace vibepit::proxy

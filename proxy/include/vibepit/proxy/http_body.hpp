@@ -46,6 +46,9 @@ class ChunkedDecoder {
   };
   explicit ChunkedDecoder(std::size_t max_line = 4096, std::size_t max_trailers = 16384);
   Step feed(std::string_view data);
+  // The same, and append the chunk data among the consumed bytes to `payload`: for a
+  // client that wants the body itself rather than its framing (the Docker client).
+  Step feed(std::string_view data, std::string& payload);
   std::string_view error() const { return error_; }
 
  private:
@@ -65,6 +68,7 @@ class ChunkedDecoder {
     done,
     failed,
   };
+  Step feed_into(std::string_view data, std::string* payload);
   bool step(unsigned char c);  // one byte outside chunk data; false on error
   bool fail(std::string_view why);
 

@@ -1,0 +1,360 @@
+#include "vibepit/docker/client.hpp"
+
+#include <memory>
+
+namespace vibepit::docker {
+namespace {
+
+std::string q(const std::string& v) {
+  return url_encode(v);
+}
+
+std::vector<Json> as_list(const Json& j) {
+  std::vector<Json> out;
+  if (j.is_array())
+    for (const auto& e : j) out.push_back(e);
+  return out;
+}
+
+std::string label_filter(const std::string& label) {
+  return encode_filters({{"label", {label}}});
+}
+
+const std::vector<Header> kUpgrade = {{"Connection", "Upgrade"}, {"Upgrade", "tcp"}};
+
+}  // namespace
+
+Client::Client(ClientOptions opts) : opts_(std::move(opts)) {}
+
+ClientOptions Client::options_from_env() {
+  ClientOptions o;
+  o.socket_path = socket_path_from_docker_host(std::getenv("DOCKER_HOST"));
+  return o;
+}
+
+std::string Client::prefixed(const std::string& path) const {
+  return "/v" + api_.to_string() + path;
+}
+
+std::unique_ptr<Connection> Client::open(std::chrono::milliseconds timeout) const {
+  return std::make_unique<Connection>(opts_.socket_path, timeout);
+}
+
+void Client::throw_for(Connection& c, const Response& head) const {
+  std::string body;
+  try {
+    body = c.read_body_all(1 << 20);
+  } catch (const DockerError&) {
+    // The status alone still says what happened.
+  }
+  throw DockerError(kind_for_status(head.status), daemon_error_message(head.status, body),
+                    head.status);
+}
+
+std::unique_ptr<Connection> Client::send(const std::string& method, const std::string& path,
+                                         const Json& body, std::chrono::milliseconds timeout,
+                                         Response& head, bool ok_304) {
+  auto c = open(timeout);
+  if (body.is_null()) {
+    c->write_head(method, prefixed(path), {},
+                  method == "POST" ? std::optional<std::uint64_t>(0) : std::nullopt);
+  } else {
+    const std::string text = body.dump();
+    c->write_head(method, prefixed(path), {{"Content-Type", "application/json"}}, text.size());
+    c->write(text);
+  }
+  head = c->read_head(method);
+  if (head.status >= 400 || (head.status == 304 && !ok_304)) throw_for(*c, head);
+  return c;
+}
+
+VersionInfo Client::negotiate() {
+  {
+    auto c = open(opts_.timeout);
+    c->write_head("GET", "/_ping", {}, std::nullopt);
+    auto head = c->read_head("GET");
+    auto body = c->read_body_all(4096);
+    if (head.status != 200)
+      throw DockerError(kind_for_status(head.status),
+                        "the Docker daemon's /_ping answered HTTP " + std::to_string(head.status) +
+                            ": " + daemon_error_message(head.status, body),
+                        head.status);
+  }
+  auto c = open(opts_.timeout);
+  c->write_head("GET", "/version", {}, std::nullopt);
+  auto head = c->read_head("GET");
+  if (head.status != 200) throw_for(*c, head);
+  auto j = Json::parse(c->read_body_all(1 << 20), nullptr, false);
+  if (!j.is_object()) throw DockerError(ErrorKind::protocol, "/version did not answer JSON");
+  VersionInfo v;
+  v.version = j.value("Version", "");
+  v.api_version = j.value("ApiVersion", "");
+  v.min_api_version = j.value("MinAPIVersion", "");
+  v.os = j.value("Os", "");
+  v.arch = j.value("Arch", "");
+  v.negotiated = negotiate_api(v.api_version, v.min_api_version);
+  api_ = v.negotiated;
+  return v;
+}
+
+Json Client::get(const std::string& path, std::optional<std::chrono::milliseconds> timeout) {
+  Response head;
+  auto c = send("GET", path, nullptr, timeout.value_or(opts_.timeout), head);
+  auto text = c->read_body_all();
+  if (text.empty()) return nullptr;
+  auto j = Json::parse(text, nullptr, false);
+  if (j.is_discarded())
+    throw DockerError(ErrorKind::protocol, "GET " + path + " did not answer JSON");
+  return j;
+}
+
+Json Client::post(const std::string& path, const Json& body,
+                  std::optional<std::chrono::milliseconds> timeout) {
+  Response head;
+  auto c = send("POST", path, body, timeout.value_or(opts_.timeout), head, true);
+  auto text = c->read_body_all();
+  if (text.empty()) return nullptr;
+  auto j = Json::parse(text, nullptr, false);
+  return j.is_discarded() ? Json(text) : j;
+}
+
+void Client::del(const std::string& path, std::optional<std::chrono::milliseconds> timeout) {
+  Response head;
+  auto c = send("DELETE", path, nullptr, timeout.value_or(opts_.timeout), head);
+  c->read_body_all();
+}
+
+std::string Client::progress_stream(Connection& c, const ProgressFn& progress) {
+  LineSplitter lines;
+  std::string last_id, error, piece;
+  auto on_line = [&](std::string_view line) {
+    auto p = parse_progress(line);
+    if (!p) return;
+    if (!p->error.empty() && error.empty()) error = p->error;
+    if (!p->id.empty()) last_id = p->id;
+    if (progress) progress(*p);
+  };
+  while (c.read_body(piece)) {
+    if (!lines.feed(piece, on_line))
+      throw DockerError(ErrorKind::protocol, "a progress message longer than 1 MiB");
+    piece.clear();
+  }
+  if (auto rest = lines.take_rest(); !rest.empty()) on_line(rest);
+  if (!error.empty()) throw DockerError(ErrorKind::server, error);
+  return last_id;
+}
+
+std::optional<Json> Client::get_if_exists(const std::string& path) {
+  try {
+    return get(path);
+  } catch (const DockerError& e) {
+    if (e.kind() == ErrorKind::not_found) return std::nullopt;
+    throw;
+  }
+}
+
+std::optional<Json> Client::image_inspect(const std::string& name) {
+  return get_if_exists("/images/" + q(name) + "/json");
+}
+
+std::string Client::image_build(const std::string& context_tar, const std::string& tag,
+                                const Labels& labels, const ProgressFn& progress,
+                                const std::map<std::string, std::string>& build_args) {
+  std::string path = "/build?t=" + q(tag) + "&rm=1&forcerm=1&networkmode=none";
+  if (!labels.empty()) path += "&labels=" + q(Json(labels).dump());
+  if (!build_args.empty()) path += "&buildargs=" + q(Json(build_args).dump());
+  auto c = open(opts_.slow_timeout);
+  c->write_head("POST", prefixed(path), {{"Content-Type", "application/x-tar"}},
+                context_tar.size());
+  c->write(context_tar);
+  auto head = c->read_head("POST");
+  if (head.status >= 400) throw_for(*c, head);
+  return progress_stream(*c, progress);
+}
+
+std::string Client::image_import(const SourceFn& source, const std::string& repo,
+                                 const std::string& tag, const std::vector<std::string>& changes,
+                                 const ProgressFn& progress) {
+  std::string path = "/images/create?fromSrc=-&repo=" + q(repo) + "&tag=" + q(tag);
+  for (const auto& ch : changes) path += "&changes=" + q(ch);
+  auto c = open(opts_.slow_timeout);
+  c->write_head("POST", prefixed(path), {{"Content-Type", "application/x-tar"}}, std::nullopt,
+                true);
+  std::string piece;
+  while (source(piece)) {
+    if (!piece.empty()) c->write_chunk(piece);
+    piece.clear();
+  }
+  c->write_chunk({});
+  auto head = c->read_head("POST");
+  if (head.status >= 400) throw_for(*c, head);
+  return progress_stream(*c, progress);
+}
+
+void Client::image_pull(const std::string& image, const ProgressFn& progress) {
+  std::string name = image, tag = "latest";
+  if (auto colon = image.rfind(':');
+      colon != std::string::npos && image.find('/', colon) == std::string::npos) {
+    name = image.substr(0, colon);
+    tag = image.substr(colon + 1);
+  }
+  Response head;
+  auto c = send("POST", "/images/create?fromImage=" + q(name) + "&tag=" + q(tag), nullptr,
+                opts_.slow_timeout, head);
+  progress_stream(*c, progress);
+}
+
+void Client::image_remove(const std::string& name, bool force) {
+  del("/images/" + q(name) + (force ? "?force=1" : ""));
+}
+
+std::vector<Json> Client::images_by_label(const std::string& label) {
+  return as_list(get("/images/json?filters=" + label_filter(label)));
+}
+
+std::string Client::network_create(const Json& spec) {
+  auto j = post("/networks/create", spec);
+  return j.value("Id", "");
+}
+
+std::optional<Json> Client::network_inspect(const std::string& id) {
+  return get_if_exists("/networks/" + q(id));
+}
+
+void Client::network_connect(const std::string& network, const std::string& container,
+                             const Json& endpoint_config) {
+  Json body = {{"Container", container}};
+  if (!endpoint_config.is_null()) body["EndpointConfig"] = endpoint_config;
+  post("/networks/" + q(network) + "/connect", body);
+}
+
+void Client::network_remove(const std::string& id) {
+  del("/networks/" + q(id));
+}
+
+std::vector<Json> Client::networks_by_label(const std::string& label) {
+  return as_list(get("/networks?filters=" + label_filter(label)));
+}
+
+Json Client::volume_create(const Json& spec) {
+  return post("/volumes/create", spec);
+}
+
+std::optional<Json> Client::volume_inspect(const std::string& name) {
+  return get_if_exists("/volumes/" + q(name));
+}
+
+std::vector<Json> Client::volumes_by_label(const std::string& label) {
+  auto j = get("/volumes?filters=" + label_filter(label));
+  return j.is_object() && j.contains("Volumes") ? as_list(j["Volumes"]) : std::vector<Json>{};
+}
+
+void Client::volume_remove(const std::string& name) {
+  del("/volumes/" + q(name));
+}
+
+std::string Client::container_create(const Json& spec, const std::string& name) {
+  auto j = post("/containers/create" + (name.empty() ? std::string() : "?name=" + q(name)), spec);
+  return j.value("Id", "");
+}
+
+void Client::container_start(const std::string& id) {
+  post("/containers/" + q(id) + "/start");  // 304: already started
+}
+
+Hijacked Client::container_attach(const std::string& id, bool stdin_, bool stdout_, bool stderr_,
+                                  bool logs) {
+  std::string path = "/containers/" + q(id) + "/attach?stream=1";
+  if (stdin_) path += "&stdin=1";
+  if (stdout_) path += "&stdout=1";
+  if (stderr_) path += "&stderr=1";
+  if (logs) path += "&logs=1";
+  auto c = open(opts_.timeout);
+  c->write_head("POST", prefixed(path), kUpgrade, 0);
+  auto head = c->read_head("POST");
+  if (head.status >= 400) throw_for(*c, head);
+  if (head.status != 101 && head.status != 200)
+    throw DockerError(ErrorKind::protocol, "attach answered HTTP " + std::to_string(head.status),
+                      head.status);
+  return c->hijack();
+}
+
+void Client::container_resize(const std::string& id, unsigned rows, unsigned cols) {
+  post("/containers/" + q(id) + "/resize?h=" + std::to_string(rows) + "&w=" + std::to_string(cols));
+}
+
+int Client::container_wait(const std::string& id, const std::string& condition) {
+  auto j = post("/containers/" + q(id) + "/wait?condition=" + q(condition), nullptr,
+                std::chrono::milliseconds(0));
+  if (j.is_object() && j.contains("Error") && j["Error"].is_object()) {
+    auto msg = j["Error"].value("Message", "");
+    if (!msg.empty()) throw DockerError(ErrorKind::server, msg);
+  }
+  return j.is_object() ? j.value("StatusCode", -1) : -1;
+}
+
+void Client::container_kill(const std::string& id, const std::string& signal) {
+  post("/containers/" + q(id) + "/kill?signal=" + q(signal));
+}
+
+void Client::container_stop(const std::string& id, int grace_seconds) {
+  post("/containers/" + q(id) + "/stop?t=" + std::to_string(grace_seconds), nullptr,
+       opts_.timeout + std::chrono::seconds(grace_seconds));
+}
+
+void Client::container_remove(const std::string& id, bool force) {
+  del("/containers/" + q(id) + "?v=1" + (force ? "&force=1" : ""));
+}
+
+std::optional<Json> Client::container_inspect(const std::string& id) {
+  return get_if_exists("/containers/" + q(id) + "/json");
+}
+
+std::vector<Json> Client::containers_by_label(const std::string& label, bool all) {
+  return as_list(get("/containers/json?" + std::string(all ? "all=1&" : "") +
+                     "filters=" + label_filter(label)));
+}
+
+void Client::container_logs(const std::string& id, bool follow, std::size_t tail,
+                            const std::function<void(std::string_view)>& sink) {
+  Response head;
+  auto c = send("GET",
+                "/containers/" + q(id) + "/logs?stdout=1&stderr=1&tail=" + std::to_string(tail) +
+                    (follow ? "&follow=1" : ""),
+                nullptr, follow ? std::chrono::milliseconds(0) : opts_.timeout, head);
+  std::string piece;
+  while (c->read_body(piece)) {
+    sink(piece);
+    piece.clear();
+  }
+}
+
+std::string Client::exec_create(const std::string& container, const Json& spec) {
+  auto j = post("/containers/" + q(container) + "/exec", spec);
+  return j.value("Id", "");
+}
+
+Hijacked Client::exec_start(const std::string& exec_id, bool tty) {
+  const std::string body = Json{{"Detach", false}, {"Tty", tty}}.dump();
+  auto c = open(opts_.timeout);
+  auto headers = kUpgrade;
+  headers.emplace_back("Content-Type", "application/json");
+  c->write_head("POST", prefixed("/exec/" + q(exec_id) + "/start"), headers, body.size());
+  c->write(body);
+  auto head = c->read_head("POST");
+  if (head.status >= 400) throw_for(*c, head);
+  if (head.status != 101 && head.status != 200)
+    throw DockerError(ErrorKind::protocol,
+                      "exec start answered HTTP " + std::to_string(head.status), head.status);
+  return c->hijack();
+}
+
+void Client::exec_resize(const std::string& exec_id, unsigned rows, unsigned cols) {
+  post("/exec/" + q(exec_id) + "/resize?h=" + std::to_string(rows) + "&w=" + std::to_string(cols));
+}
+
+Json Client::exec_inspect(const std::string& exec_id) {
+  return get("/exec/" + q(exec_id) + "/json");
+}
+
+}  // namespace vibepit::docker
