@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "vibepit/launcher/commands.hpp"
+#include "vibepit/launcher/image_commands.hpp"
 
 int main(int argc, char** argv) {
   using namespace vibepit::launcher;
@@ -65,6 +66,29 @@ int main(int argc, char** argv) {
   auto* status = app.add_subcommand("status", "list running sessions with their counters");
   add_common(status, true);
 
+  auto* image = app.add_subcommand("image", "build, list and remove vibepit's images");
+  image->require_subcommand(1);
+  ImageBuildOptions image_build;
+  std::string base = "auto";
+  auto* image_build_cmd =
+      image->add_subcommand("build", "build the proxy image and the default sandbox image");
+  image_build_cmd
+      ->add_option("--base", base,
+                   "where Debian comes from: auto (debian:bookworm-slim when present or "
+                   "pullable, else debootstrap), slim, debootstrap")
+      ->check(CLI::IsMember({"auto", "slim", "debootstrap"}));
+  image_build_cmd->add_flag("--no-pull", image_build.sandbox.no_pull,
+                            "never ask a registry for debian:bookworm-slim");
+  image_build_cmd->add_option("--mirror", image_build.sandbox.mirror,
+                              "Debian mirror for debootstrap");
+  image_build_cmd->add_flag("-q,--quiet", image_build.quiet, "no progress lines");
+  bool image_json = false;
+  auto* image_ls = image->add_subcommand("ls", "list vibepit's images");
+  image_ls->add_flag("--json", image_json, "machine-readable output");
+  bool image_rm_all = false;
+  auto* image_rm = image->add_subcommand("rm", "remove vibepit's sandbox and proxy images");
+  image_rm->add_flag("--all", image_rm_all, "also the debootstrap base image");
+
   CLI11_PARSE(app, argc, argv);
   if (!sessions_root.empty()) common.sessions_root = sessions_root;
   common.color =
@@ -79,5 +103,14 @@ int main(int argc, char** argv) {
   if (rules->parsed()) return cmd_rules(common, std::cout, std::cerr);
   if (logs_cmd->parsed()) return cmd_logs(common, logs, std::cout, std::cerr);
   if (status->parsed()) return cmd_status(common, std::cout, std::cerr);
+  if (image_build_cmd->parsed()) {
+    using Base = SandboxImageOptions::Base;
+    image_build.sandbox.base = base == "slim"          ? Base::slim
+                               : base == "debootstrap" ? Base::debootstrap
+                                                       : Base::automatic;
+    return cmd_image_build(image_build, std::cout, std::cerr);
+  }
+  if (image_ls->parsed()) return cmd_image_ls(image_json, std::cout, std::cerr);
+  if (image_rm->parsed()) return cmd_image_rm(image_rm_all, std::cout, std::cerr);
   return kUsage;
 }

@@ -159,8 +159,10 @@ std::optional<Json> Client::image_inspect(const std::string& name) {
 
 std::string Client::image_build(const std::string& context_tar, const std::string& tag,
                                 const Labels& labels, const ProgressFn& progress,
-                                const std::map<std::string, std::string>& build_args) {
-  std::string path = "/build?t=" + q(tag) + "&rm=1&forcerm=1&networkmode=none";
+                                const std::map<std::string, std::string>& build_args,
+                                const std::string& network_mode) {
+  std::string path = "/build?t=" + q(tag) + "&rm=1&forcerm=1";
+  if (!network_mode.empty()) path += "&networkmode=" + q(network_mode);
   if (!labels.empty()) path += "&labels=" + q(Json(labels).dump());
   if (!build_args.empty()) path += "&buildargs=" + q(Json(build_args).dump());
   auto c = open(opts_.slow_timeout);

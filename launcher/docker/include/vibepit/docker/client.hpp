@@ -62,9 +62,12 @@ class Client {
   // --- Images -----------------------------------------------------------------------
   std::optional<Json> image_inspect(const std::string& name);  // nullopt: no such image
   // Build from an in-memory tar context (Dockerfile at its root); returns the image id.
+  // RUN steps get `network_mode` ("none" unless the build must fetch packages; "" for the
+  // daemon's default).
   std::string image_build(const std::string& context_tar, const std::string& tag,
                           const Labels& labels, const ProgressFn& progress,
-                          const std::map<std::string, std::string>& build_args = {});
+                          const std::map<std::string, std::string>& build_args = {},
+                          const std::string& network_mode = "none");
   // Import a root filesystem tar streamed from `source` as repo:tag, with Dockerfile
   // `changes` (e.g. "LABEL a=b", "CMD [\"bash\"]"); returns the image id.
   std::string image_import(const SourceFn& source, const std::string& repo, const std::string& tag,
