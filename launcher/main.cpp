@@ -3,11 +3,13 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
 #include "vibepit/launcher/commands.hpp"
 #include "vibepit/launcher/image_commands.hpp"
+#include "vibepit/launcher/run_command.hpp"
 
 int main(int argc, char** argv) {
   using namespace vibepit::launcher;
@@ -66,6 +68,28 @@ int main(int argc, char** argv) {
   auto* status = app.add_subcommand("status", "list running sessions with their counters");
   add_common(status, true);
 
+  RunOptions run;
+  std::string run_path;
+  auto* run_cmd = app.add_subcommand(
+      "run", "start a sandbox for the project (or join its running one) and attach to it");
+  run_cmd->add_option("path", run_path, "the project (default: the current directory's git root)");
+  run_cmd->add_option("-a,--allow-http", run.allow_http, "allow HTTP/CONNECT to DOMAIN:PORT");
+  run_cmd->add_option("--allow-dns", run.allow_dns, "answer DNS for NAME");
+  run_cmd->add_option("-p,--preset", run.presets, "add a built-in preset's rules");
+  run_cmd->add_option("--image", run.image, "run this image instead of the default sandbox");
+  run_cmd->add_option("--memory", run.memory, "the sandbox's memory limit (default 4g)");
+  run_cmd->add_option("--cpus", run.cpus, "the sandbox's CPU limit (default: none)")
+      ->check(CLI::Range(0.01, 1024.0));
+  run_cmd->add_option("--upstream-dns", run.upstream_dns,
+                      "resolvers the proxy asks (default: the host's)");
+  run_cmd->add_flag("-q,--quiet", run.quiet, "no progress lines");
+  run_cmd->add_flag("-T,--no-tty", run.no_tty, "no terminal, even when stdin is one");
+  run_cmd->add_flag("-y,--yes", run.yes, "approve new .vibepit/network.yaml entries");
+  run_cmd->add_option("--sessions-dir", run.sessions_root,
+                      "where sessions live (default: $XDG_STATE_HOME/vibepit/sessions)");
+  run_cmd->footer(
+      "Everything after -- is the command to run in the sandbox: vibepit run -- make test");
+
   auto* image = app.add_subcommand("image", "build, list and remove vibepit's images");
   image->require_subcommand(1);
   ImageBuildOptions image_build;
@@ -89,6 +113,21 @@ int main(int argc, char** argv) {
   auto* image_rm = image->add_subcommand("rm", "remove vibepit's sandbox and proxy images");
   image_rm->add_flag("--all", image_rm_all, "also the debootstrap base image");
 
+  // `vibepit run [OPTIONS] [PATH] -- CMD...`: the command is everything after "--", taken
+  // here so that CLI11 never reads the command's own options as ours.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) != "--") continue;
+    bool is_run = false;
+    for (int j = 1; j < i; ++j) is_run = is_run || std::string_view(argv[j]) == "run";
+    if (!is_run) break;
+    run.command.assign(argv + i + 1, argv + argc);
+    if (run.command.empty()) {
+      std::cerr << "vibepit run: nothing after --\n";
+      return kUsage;
+    }
+    argc = i;
+    break;
+  }
   CLI11_PARSE(app, argc, argv);
   if (!sessions_root.empty()) common.sessions_root = sessions_root;
   common.color =
@@ -103,6 +142,12 @@ int main(int argc, char** argv) {
   if (rules->parsed()) return cmd_rules(common, std::cout, std::cerr);
   if (logs_cmd->parsed()) return cmd_logs(common, logs, std::cout, std::cerr);
   if (status->parsed()) return cmd_status(common, std::cout, std::cerr);
+  if (run_cmd->parsed()) {
+    run.path = run_path;
+    if (const char* egress = std::getenv("VIBEPIT_TEST_EGRESS_NETWORK"))
+      run.egress_network = egress;
+    return cmd_run(run, std::cout, std::cerr);
+  }
   if (image_build_cmd->parsed()) {
     using Base = SandboxImageOptions::Base;
     image_build.sandbox.base = base == "slim"          ? Base::slim

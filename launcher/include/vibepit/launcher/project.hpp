@@ -1,0 +1,42 @@
+#pragma once
+// The project a session serves, and the host facts a session is set up from.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vibepit::launcher {
+
+struct Project {
+  std::filesystem::path root;  // absolute, symlinks resolved; the git root when there is one
+  std::string hash;            // 16 hex digits of SHA-256(root): dev.vibepit.project
+};
+
+// PATH (or the current directory), resolved to its git work tree's root. Refuses "/", the
+// user's home, and system directories with a message saying why. `home` is $HOME.
+Project resolve_project(const std::filesystem::path& given, const std::string& home);
+
+// The host's own interface addresses as /32 and /128 ranges (loopback and IPv6 link-local
+// left out: always blocked anyway). They go into the session proxy's block-cidr.
+std::vector<std::string> host_address_ranges();
+
+// An IPv4 subnet for a session network.
+struct Subnet4 {
+  std::uint32_t base = 0;  // host order, host bits zero
+  int prefix = 28;
+  std::string cidr() const;                     // "10.219.3.16/28"
+  std::string host(std::uint32_t index) const;  // base + index, as text
+  bool overlaps(const Subnet4& other) const;
+};
+std::optional<Subnet4> parse_subnet4(const std::string& cidr);
+
+// Subnets the host already routes (/proc/net/route), to stay clear of.
+std::vector<Subnet4> host_routes();
+
+// The first /prefix in `pool`, starting at a place derived from `seed`, that overlaps
+// nothing in `taken`. nullopt when the pool is full.
+std::optional<Subnet4> choose_subnet(const Subnet4& pool, int prefix,
+                                     const std::vector<Subnet4>& taken, std::uint64_t seed);
+
+}  // namespace vibepit::launcher

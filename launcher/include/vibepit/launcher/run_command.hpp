@@ -1,0 +1,34 @@
+#pragma once
+// `vibepit run`: start a session (or join the project's running one) and attach to it.
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace vibepit::launcher {
+
+struct RunOptions {
+  std::filesystem::path path;  // the project (default: the current directory)
+  std::vector<std::string> allow_http, allow_dns, presets;
+  std::string image;  // empty: the default sandbox image
+  std::string memory = "4g";
+  double cpus = 0;
+  std::vector<std::string> command;
+  std::vector<std::string> upstream_dns;
+  std::string egress_network;  // test-only (VIBEPIT_TEST_EGRESS_NETWORK)
+  std::filesystem::path sessions_root;
+  bool quiet = false;
+  bool no_tty = false;
+  bool yes = false;
+};
+
+// The exit status is the shell's or CMD's; vibepit's own failures use 125 (Docker's
+// convention: the command never ran).
+int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err);
+
+inline constexpr int kRunFailed = 125;
+
+// "4g", "512m", "1073741824" -> bytes; throws std::invalid_argument.
+std::int64_t parse_memory(const std::string& text);
+
+}  // namespace vibepit::launcher

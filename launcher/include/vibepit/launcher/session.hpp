@@ -1,0 +1,74 @@
+#pragma once
+// One vibepit session on a Docker engine: an internal session network, the proxy container
+// dual-homed on it and on an egress network, and the sandbox container behind it. Every
+// object carries dev.vibepit.session/project/role labels; removal goes by those labels.
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "vibepit/control/credentials.hpp"
+#include "vibepit/docker/client.hpp"
+#include "vibepit/launcher/images.hpp"
+#include "vibepit/launcher/project.hpp"
+
+namespace vibepit::launcher {
+
+struct SessionSpec {
+  std::string id;
+  Project project;
+  std::filesystem::path dir;  // $XDG_STATE_HOME/vibepit/sessions/<id>
+  std::vector<std::string> allow_http, allow_dns;
+  std::string proxy_image;
+  std::string sandbox_image;
+  bool default_image = true;  // the image has the user `code` and /home/code
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<std::string> command;  // empty: the image's default (a login shell)
+  bool tty = false;
+  std::int64_t memory = 4LL << 30;        // bytes
+  double cpus = 0;                        // 0: no limit
+  std::vector<std::string> upstream_dns;  // ADDR[:PORT]
+  std::string subnet_pool = "10.219.0.0/16";
+  // Test-only: an existing network (e.g. the test's fake internet) as the egress network.
+  std::string egress_network;
+};
+
+inline constexpr int kProxyPort = 3128;
+inline constexpr int kControlPort = 8443;
+
+class Session {
+ public:
+  Session(docker::Client& docker, SessionSpec spec, Report report);
+
+  void create_networks();
+  // Create and start the proxy, hand it its credentials on stdin, and wait for "ready".
+  // Returns the host's control address ("127.0.0.1:PORT").
+  std::string start_proxy(const control::PeerCredentials& server);
+  // Create the sandbox container (not started). Returns its id.
+  std::string create_sandbox();
+
+  const SessionSpec& spec() const { return spec_; }
+  const std::string& proxy_ip() const { return proxy_ip_; }
+  const std::string& sandbox_id() const { return sandbox_id_; }
+  const std::string& proxy_id() const { return proxy_id_; }
+  docker::Labels labels(const std::string& role) const;
+
+ private:
+  std::string proxy_config() const;
+  std::vector<std::string> sandbox_env() const;
+
+  docker::Client& docker_;
+  SessionSpec spec_;
+  Report report_;
+  std::string session_net_, egress_net_;
+  std::string proxy_ip_, proxy_egress_ip_, sandbox_ip_;
+  std::string proxy_id_, sandbox_id_;
+};
+
+// Remove the session's containers (forced) and networks, found by label. Returns the
+// failures as messages; an empty result means nothing of the session is left.
+std::vector<std::string> remove_session(docker::Client& docker, const std::string& session_id);
+
+}  // namespace vibepit::launcher
