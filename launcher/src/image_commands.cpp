@@ -44,9 +44,24 @@ Report status_reporter(std::ostream& err, bool quiet, bool color) {
   };
 }
 
-int cmd_image_build(const ImageBuildOptions& o, std::ostream& out, std::ostream& err) {
+namespace {
+
+// Connect, run `fn` with the client, and turn any failure into one line and exit code 4.
+template <typename Fn>
+int with_docker(const char* what, std::ostream& err, Fn fn) {
   try {
     auto docker = connect_docker();
+    return fn(docker);
+  } catch (const std::exception& e) {
+    err << "vibepit: " << what << ": " << e.what() << "\n";
+    return kLocalError;
+  }
+}
+
+}  // namespace
+
+int cmd_image_build(const ImageBuildOptions& o, std::ostream& out, std::ostream& err) {
+  return with_docker("image build", err, [&](docker::Client& docker) {
     const bool color = ::isatty(STDERR_FILENO) && std::getenv("NO_COLOR") == nullptr;
     auto report = status_reporter(err, o.quiet, color);
     auto proxy = ensure_proxy_image(docker, find_proxy_binary(), report);
@@ -54,15 +69,11 @@ int cmd_image_build(const ImageBuildOptions& o, std::ostream& out, std::ostream&
     auto tag = build_sandbox_image(docker, o.sandbox, report);
     out << proxy.tag << "\n" << tag << "\n";
     return kOk;
-  } catch (const std::exception& e) {
-    err << "vibepit: image build: " << e.what() << "\n";
-    return kLocalError;
-  }
+  });
 }
 
 int cmd_image_ls(bool json, std::ostream& out, std::ostream& err) {
-  try {
-    auto docker = connect_docker();
+  return with_docker("image ls", err, [&](docker::Client& docker) {
     auto images = docker.images_by_label(kImageLabel);
     if (json) {
       docker::Json list = docker::Json::array();
@@ -86,15 +97,11 @@ int cmd_image_ls(bool json, std::ostream& out, std::ostream& err) {
           << tag << std::fixed << std::setprecision(1) << mb << " MB\n";
     }
     return kOk;
-  } catch (const std::exception& e) {
-    err << "vibepit: image ls: " << e.what() << "\n";
-    return kLocalError;
-  }
+  });
 }
 
 int cmd_image_rm(bool all, std::ostream& out, std::ostream& err) {
-  try {
-    auto docker = connect_docker();
+  return with_docker("image rm", err, [&](docker::Client& docker) {
     int failed = 0;
     for (const auto& i : docker.images_by_label(kImageLabel)) {
       const std::string kind = i["Labels"].value(kImageLabel, "");
@@ -109,10 +116,7 @@ int cmd_image_rm(bool all, std::ostream& out, std::ostream& err) {
       }
     }
     return failed ? kRefused : kOk;
-  } catch (const std::exception& e) {
-    err << "vibepit: image rm: " << e.what() << "\n";
-    return kLocalError;
-  }
+  });
 }
 
 }  // namespace vibepit::launcher

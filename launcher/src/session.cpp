@@ -46,7 +46,6 @@ std::vector<Subnet4> docker_subnets(docker::Client& docker) {
 std::string wait_ready(int fd, std::string buffered, std::chrono::seconds deadline) {
   docker::StreamDemux demux;
   std::string text;
-  bool ready = false;
   auto sink = [&](docker::StreamDemux::Stream, std::string_view p) { text.append(p); };
   demux.feed(buffered, sink);
   const auto until = std::chrono::steady_clock::now() + deadline;
@@ -67,8 +66,6 @@ std::string wait_ready(int fd, std::string buffered, std::chrono::seconds deadli
     if (!demux.feed(std::string_view(buf, static_cast<std::size_t>(n)), sink))
       return "unreadable output from the proxy container";
   }
-  ready = true;
-  (void)ready;
   return {};
 }
 
