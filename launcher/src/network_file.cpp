@@ -1,15 +1,10 @@
 #include "vibepit/launcher/network_file.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <unordered_set>
 
 #include <yaml-cpp/yaml.h>
+
+#include "vibepit/launcher/untrusted_file.hpp"
 
 namespace vibepit::launcher {
 namespace fs = std::filesystem;
@@ -146,14 +141,13 @@ NetworkFile parse_network_yaml(const std::string& text, const std::string& name)
 }
 
 NetworkFile read_network_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (!fs::exists(path)) return {};
-    throw NetworkFileError("cannot read " + path.string());
+  std::optional<std::string> text;
+  try {
+    text = read_untrusted_file(path);
+  } catch (const UntrustedFileError& e) {
+    throw NetworkFileError(e.what());
   }
-  std::ostringstream s;
-  s << in.rdbuf();
-  return parse_network_yaml(s.str(), path.string());
+  return text ? parse_network_yaml(*text, path.string()) : NetworkFile{};
 }
 
 std::string add_to_network_yaml(const std::string& text, const std::string& key,
@@ -226,12 +220,10 @@ std::string add_to_network_yaml(const std::string& text, const std::string& key,
 std::vector<std::string> save_entries(const fs::path& path, const std::string& key,
                                       const std::vector<std::string>& entries) {
   std::string text;
-  if (fs::exists(path)) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw NetworkFileError("cannot read " + path.string());
-    std::ostringstream s;
-    s << in.rdbuf();
-    text = s.str();
+  try {
+    text = read_untrusted_file(path).value_or("");
+  } catch (const UntrustedFileError& e) {
+    throw NetworkFileError(e.what());
   }
   std::vector<std::string> appended;
   std::string out;
@@ -244,20 +236,11 @@ std::vector<std::string> save_entries(const fs::path& path, const std::string& k
     throw NetworkFileError(msg);
   }
   if (appended.empty()) return appended;
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  if (ec)
-    throw NetworkFileError("cannot create " + path.parent_path().string() + ": " + ec.message());
-  auto tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
-    o << out;
-    o.flush();
-    if (!o) throw NetworkFileError("cannot write " + tmp.string());
+  try {
+    write_untrusted_file(path, out);
+  } catch (const UntrustedFileError& e) {
+    throw NetworkFileError(e.what());
   }
-  fs::rename(tmp, path, ec);
-  if (ec) throw NetworkFileError("cannot write " + path.string() + ": " + ec.message());
   return appended;
 }
 

@@ -1,6 +1,12 @@
 #include "vibepit/launcher/network_file.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace vibepit::launcher {
 namespace {
@@ -95,3 +101,75 @@ TEST(NetworkFile, ErrorsNameTheLine) {
 
 }  // namespace
 }  // namespace vibepit::launcher
+
+using namespace vibepit::launcher;
+
+// .vibepit/ is writable by the sandbox: whatever it plants there, saving and reading never
+// follow a symlink out of the project.
+namespace {
+struct Scratch {
+  std::filesystem::path dir;
+  Scratch() {
+    dir = std::filesystem::temp_directory_path() /
+          ("vp-untrusted-" + std::to_string(::getpid()) + "-" + std::to_string(++n()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "project");
+    std::filesystem::create_directories(dir / "outside");
+    std::ofstream(dir / "outside/victim") << "precious\n";
+  }
+  ~Scratch() { std::filesystem::remove_all(dir); }
+  static int& n() {
+    static int k = 0;
+    return k;
+  }
+  std::string victim() const {
+    std::ifstream in(dir / "outside/victim");
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+};
+}  // namespace
+
+TEST(NetworkFileSafety, PlantedTemporarySymlinkIsNotFollowed) {
+  Scratch s;
+  const auto file = s.dir / "project/.vibepit/network.yaml";
+  std::filesystem::create_directories(file.parent_path());
+  std::filesystem::create_symlink(s.dir / "outside/victim",
+                                  s.dir / "project/.vibepit/network.yaml.tmp");
+  auto saved = save_entries(file, "allow-http", {"example.com:443"});
+  EXPECT_EQ(saved, (std::vector<std::string>{"example.com:443"}));
+  EXPECT_EQ(s.victim(), "precious\n");  // the link's target is untouched
+  EXPECT_FALSE(std::filesystem::is_symlink(s.dir / "project/.vibepit/network.yaml.tmp"));
+  EXPECT_FALSE(std::filesystem::exists(s.dir / "project/.vibepit/network.yaml.tmp"));
+  EXPECT_EQ(read_network_file(file).allow_http, (std::vector<std::string>{"example.com:443"}));
+}
+
+TEST(NetworkFileSafety, SymlinkedFileOrDirectoryIsRefused) {
+  Scratch s;
+  std::filesystem::create_directories(s.dir / "project/.vibepit");
+  const auto file = s.dir / "project/.vibepit/network.yaml";
+  std::filesystem::create_symlink(s.dir / "outside/victim", file);
+  EXPECT_THROW(read_network_file(file), NetworkFileError);
+  EXPECT_THROW(save_entries(file, "allow-http", {"example.com:443"}), NetworkFileError);
+  EXPECT_EQ(s.victim(), "precious\n");
+
+  Scratch t;
+  std::filesystem::create_symlink(t.dir / "outside", t.dir / "project/.vibepit");
+  const auto file2 = t.dir / "project/.vibepit/network.yaml";
+  EXPECT_THROW(save_entries(file2, "allow-dns", {"example.com"}), NetworkFileError);
+  EXPECT_THROW(read_network_file(file2), NetworkFileError);
+  EXPECT_FALSE(std::filesystem::exists(t.dir / "outside/network.yaml"));
+  EXPECT_FALSE(std::filesystem::exists(t.dir / "outside/network.yaml.tmp"));
+}
+
+TEST(NetworkFileSafety, MissingIsEmptyAndAFifoDoesNotHang) {
+  Scratch s;
+  const auto file = s.dir / "project/.vibepit/network.yaml";
+  EXPECT_TRUE(read_network_file(file).allow_http.empty());  // neither file nor directory
+  save_entries(file, "allow-dns", {"example.com"});         // creates both
+  EXPECT_EQ(read_network_file(file).allow_dns, (std::vector<std::string>{"example.com"}));
+  std::filesystem::remove(file);
+  ASSERT_EQ(::mkfifo(file.c_str(), 0644), 0);
+  EXPECT_THROW(read_network_file(file), NetworkFileError);  // not a regular file, at once
+}

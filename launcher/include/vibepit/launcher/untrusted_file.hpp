@@ -1,0 +1,28 @@
+#pragma once
+// Files in a directory the sandbox can write (the project's .vibepit/). The agent may plant
+// symlinks there, so the last directory and the file are opened without following them
+// (openat, O_NOFOLLOW), only regular files owned by the user are read, and a write goes to a
+// fresh temporary made with O_EXCL and renamed into place within the same directory.
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace vibepit::launcher {
+
+class UntrustedFileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The file's content; nullopt when it (or its directory) does not exist. Throws
+// UntrustedFileError for a symlink, anything but a regular file, a file owned by another
+// user, or one larger than `max_bytes`.
+std::optional<std::string> read_untrusted_file(const std::filesystem::path& path,
+                                               std::size_t max_bytes = 1 << 20);
+
+// Replace the file's content atomically, creating its directory (mode 0755) when missing.
+// A symlink in place of the directory, the file or the temporary is never followed.
+void write_untrusted_file(const std::filesystem::path& path, const std::string& content);
+
+}  // namespace vibepit::launcher
