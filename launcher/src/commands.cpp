@@ -15,6 +15,8 @@
 
 #include "vibepit/control/client.hpp"
 #include "vibepit/launcher/network_file.hpp"
+#include "vibepit/launcher/project.hpp"
+#include "vibepit/launcher/session_rules.hpp"
 #include "vibepit/policy/rules.hpp"
 
 namespace vibepit::launcher {
@@ -150,6 +152,28 @@ control::StoredSession select_session(const Common& c) {
   return control::read_client_set(live.front());
 }
 
+namespace {
+
+// Entries the user adds from the host are approved as they are saved, so the next
+// `vibepit run` applies them without asking. A file outside a usable project is saved, and
+// its entries are asked about later.
+void approve_own_entries(const Common& c, const AllowOptions& a,
+                         const std::vector<std::string>& entries) {
+  const fs::path dir = a.network_file.parent_path().parent_path();
+  const char* home = std::getenv("HOME");
+  Project project;
+  try {
+    project = resolve_project(dir.empty() ? fs::current_path() : dir, home ? home : "");
+  } catch (const std::runtime_error&) {
+    return;
+  }
+  NetworkFile add;
+  (a.list == "allow-http" ? add.allow_http : add.allow_dns) = entries;
+  Approvals(state_dir_for(c.sessions_root), project).approve(add);
+}
+
+}  // namespace
+
 int cmd_allow(const Common& c, const AllowOptions& a, std::ostream& out, std::ostream& err) {
   const bool http = a.list == "allow-http";
   // Validate locally first, with the server's own messages: nothing is sent on an error.
@@ -190,6 +214,7 @@ int cmd_allow(const Common& c, const AllowOptions& a, std::ostream& out, std::os
     if (a.save) {
       try {
         saved = save_entries(a.network_file, a.list, canonical);
+        approve_own_entries(c, a, canonical);
       } catch (const std::exception& e) {
         save_error = e.what();
       }

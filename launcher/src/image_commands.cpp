@@ -5,7 +5,7 @@
 #include <iomanip>
 #include <ostream>
 
-#include "vibepit/launcher/commands.hpp"
+#include "vibepit/launcher/exit_codes.hpp"
 
 namespace vibepit::launcher {
 

@@ -17,7 +17,7 @@
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/launcher/image_commands.hpp"
 #include "vibepit/launcher/session.hpp"
-#include "vibepit/policy/snapshot.hpp"
+#include "vibepit/launcher/session_rules.hpp"
 
 namespace vibepit::launcher {
 namespace fs = std::filesystem;
@@ -177,6 +177,44 @@ int join(docker::Client& docker, const Json& sandbox, const RunOptions& o, bool 
   return info.value("ExitCode", kRunFailed);
 }
 
+bool ask_yes(std::ostream& err, const std::string& question) {
+  err << question << " [y/N] " << std::flush;
+  std::string answer;
+  char c = 0;
+  while (::read(STDIN_FILENO, &c, 1) == 1 && c != '\n') answer.push_back(c);
+  return !answer.empty() && (answer[0] == 'y' || answer[0] == 'Y');
+}
+
+// The session's rules: presets, the approved part of .vibepit/network.yaml, and the flags.
+// New entries in the file are shown and applied only with the user's yes (a terminal
+// prompt, or --yes); the sandbox can write that file, so nothing in it is trusted unseen.
+NetworkFile session_rules(const Project& project, const RunOptions& o, std::ostream& err) {
+  const fs::path file_path = project.root / ".vibepit" / "network.yaml";
+  const NetworkFile file = read_network_file(file_path);
+  Approvals approvals(state_dir_for(o.sessions_root), project);
+  const NetworkFile fresh = approvals.unapproved(file);
+  if (!empty(fresh)) {
+    err << "vibepit: " << file_path.string() << " has entries you have not approved:\n";
+    for (const auto& e : fresh.presets) err << "    + preset " << e << "\n";
+    for (const auto& e : fresh.allow_http) err << "    + allow-http " << e << "\n";
+    for (const auto& e : fresh.allow_dns) err << "    + allow-dns " << e << "\n";
+    const bool terminal = ::isatty(STDIN_FILENO) && ::isatty(STDERR_FILENO);
+    if (o.yes || (terminal && ask_yes(err, "Apply them (and remember that you did)?"))) {
+      approvals.approve(fresh);
+    } else {
+      err << "vibepit: not applied"
+          << (terminal || o.yes ? "" : " (no terminal to ask; --yes approves them)")
+          << "; the session starts without them\n";
+    }
+  }
+  NetworkFile flags;
+  flags.allow_http = o.allow_http;
+  flags.allow_dns = o.allow_dns;
+  flags.presets = o.presets;
+  return merge_rules(
+      {{".vibepit/network.yaml", approvals.approved_part(file)}, {"the command line", flags}});
+}
+
 }  // namespace
 
 std::int64_t parse_memory(const std::string& text) {
@@ -220,17 +258,6 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
   try {
     const char* home = std::getenv("HOME");
     auto project = resolve_project(o.path, home ? home : "");
-    policy::RuleSet rules;
-    rules.allow_http = o.allow_http;
-    rules.allow_dns = o.allow_dns;
-    if (!o.presets.empty())
-      throw std::runtime_error("presets are not available yet");  // TODO(issue 10)
-    if (auto c = policy::compile(rules, 1);
-        std::holds_alternative<std::vector<policy::RuleError>>(c)) {
-      for (const auto& e : std::get<std::vector<policy::RuleError>>(c))
-        err << "vibepit: " << e.message() << "\n";
-      return kRunFailed;
-    }
     g.docker = docker::Client::options_from_env();
     auto docker = connect_docker();
     if (auto sandbox = running_sandbox(docker, project)) {
@@ -238,6 +265,7 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
       return join(docker, *sandbox, o, tty, report);
     }
 
+    const NetworkFile rules = session_rules(project, o, err);
     SessionSpec spec;
     spec.project = project;
     spec.allow_http = rules.allow_http;

@@ -7,17 +7,9 @@
 #include <vector>
 
 #include "vibepit/control/session_dir.hpp"
+#include "vibepit/launcher/exit_codes.hpp"
 
 namespace vibepit::launcher {
-
-// Exit codes.
-enum Exit : int {
-  kOk = 0,
-  kRefused = 1,     // the proxy answered with an error
-  kUsage = 2,       // bad arguments or invalid entries (nothing was sent)
-  kNoSession = 3,   // no session found, several and none chosen, or the proxy did not answer
-  kLocalError = 4,  // a local file could not be read or written (.vibepit/network.yaml)
-};
 
 struct Common {
   std::string session;                  // --session ID|DIR (or $VIBEPIT_SESSION)
