@@ -10,6 +10,7 @@
 #include "vibepit/launcher/commands.hpp"
 #include "vibepit/launcher/image_commands.hpp"
 #include "vibepit/launcher/run_command.hpp"
+#include "vibepit/launcher/session_commands.hpp"
 
 int main(int argc, char** argv) {
   using namespace vibepit::launcher;
@@ -90,6 +91,24 @@ int main(int argc, char** argv) {
   run_cmd->footer(
       "Everything after -- is the command to run in the sandbox: vibepit run -- make test");
 
+  std::string down_path, down_session;
+  auto* down =
+      app.add_subcommand("down", "remove the project's session (its containers and networks)");
+  down->add_option("path", down_path, "the project (default: the current directory's git root)");
+  down->add_option("--session", down_session, "remove this session id instead");
+  bool sessions_json = false;
+  std::string sessions_dir;
+  auto* sessions = app.add_subcommand("sessions", "list sessions on the Docker engine");
+  sessions->add_flag("--json", sessions_json, "machine-readable output");
+  sessions->add_option("--sessions-dir", sessions_dir,
+                       "where sessions live (default: $XDG_STATE_HOME/vibepit/sessions)");
+  bool prune_all = false;
+  auto* prune = app.add_subcommand(
+      "prune", "remove what sessions whose vibepit run is gone left behind (by label)");
+  prune->add_flag("--all", prune_all, "remove every session, attached or not");
+  prune->add_option("--sessions-dir", sessions_dir,
+                    "where sessions live (default: $XDG_STATE_HOME/vibepit/sessions)");
+
   auto* image = app.add_subcommand("image", "build, list and remove vibepit's images");
   image->require_subcommand(1);
   ImageBuildOptions image_build;
@@ -148,6 +167,9 @@ int main(int argc, char** argv) {
       run.egress_network = egress;
     return cmd_run(run, std::cout, std::cerr);
   }
+  if (down->parsed()) return cmd_down(down_path, down_session, std::cout, std::cerr);
+  if (sessions->parsed()) return cmd_sessions(sessions_dir, sessions_json, std::cout, std::cerr);
+  if (prune->parsed()) return cmd_prune(sessions_dir, prune_all, std::cout, std::cerr);
   if (image_build_cmd->parsed()) {
     using Base = SandboxImageOptions::Base;
     image_build.sandbox.base = base == "slim"          ? Base::slim

@@ -197,7 +197,7 @@ std::vector<asio::ip::tcp::endpoint> ControlPlane::listen() {
     auto host = ep.address().is_unspecified() ? std::string("127.0.0.1") : ep.address().to_string();
     if (ep.address().is_v6() && !ep.address().is_unspecified()) host = "[" + host + "]";
     SessionInfo info{session_id_, host + ":" + std::to_string(ep.port()),
-                     static_cast<std::int64_t>(::getpid()), utc_now()};
+                     static_cast<std::int64_t>(::getpid()), utc_now(), ""};
     write_client_set(opts_.session_dir, generated_->client_side(), info);
     wipe(generated_->client.key_pem);
   }

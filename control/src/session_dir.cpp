@@ -109,6 +109,7 @@ void write_client_set(const fs::path& dir, const PeerCredentials& client, const 
   write_private_file(dir / "client-key.pem", client.own.key_pem);
   nlohmann::json j = {
       {"id", info.id}, {"control", info.control}, {"pid", info.pid}, {"created", info.created}};
+  if (!info.project.empty()) j["project"] = info.project;
   write_private_file(dir / "session.json", j.dump(2) + "\n");
 }
 
@@ -131,6 +132,7 @@ StoredSession read_client_set(const fs::path& dir) {
     out.info.control = j.at("control").get<std::string>();
     out.info.pid = j.value("pid", std::int64_t{0});
     out.info.created = j.value("created", std::string());
+    out.info.project = j.value("project", std::string());
   } catch (const nlohmann::json::exception& e) {
     fail((dir / "session.json").string() + ": " + e.what());
   }

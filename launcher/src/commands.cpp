@@ -8,14 +8,17 @@
 #include <cstdlib>
 #include <deque>
 #include <iomanip>
+#include <map>
 #include <ostream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "vibepit/control/client.hpp"
+#include "vibepit/launcher/image_commands.hpp"
 #include "vibepit/launcher/network_file.hpp"
 #include "vibepit/launcher/project.hpp"
+#include "vibepit/launcher/session_commands.hpp"
 #include "vibepit/launcher/session_rules.hpp"
 #include "vibepit/policy/rules.hpp"
 
@@ -139,6 +142,19 @@ control::StoredSession select_session(const Common& c) {
                                       "the directory given to vibepit-proxy --session-dir"};
   }
   if (live.size() > 1) {
+    // Several: the one vibepit run started for the project we stand in, if there is one.
+    try {
+      const char* home = std::getenv("HOME");
+      const std::string here = resolve_project(fs::current_path(), home ? home : "").root.string();
+      std::vector<control::StoredSession> mine;
+      for (const auto& d : live) {
+        auto s = control::read_client_set(d);
+        if (s.info.project == here) mine.push_back(std::move(s));
+      }
+      if (mine.size() == 1) return mine.front();
+    } catch (const std::runtime_error&) {
+      // Not in a project, or an unreadable session: ask, as below.
+    }
     std::string list;
     for (const auto& d : live) {
       list += "\n  " + d.filename().string();
@@ -366,22 +382,30 @@ int cmd_status(const Common& c, std::ostream& out, std::ostream& err) {
     err << "vibepit: " << e.what() << "\n";
     return kLocalError;
   }
+  // Container state for sessions vibepit run started; standalone proxies have none, and
+  // a machine without Docker still gets the proxies' own answers.
+  std::map<std::string, DockerSession> containers;
+  try {
+    auto docker = connect_docker();
+    containers = docker_sessions(docker);
+  } catch (const std::exception&) {
+  }
   json rows = json::array();
   std::size_t silent = 0;
   for (const auto& dir : live_sessions(root)) {
+    const auto in_docker = containers.find(dir.filename().string());
+    const std::string state = in_docker == containers.end() ? "" : describe(in_docker->second);
     try {
       control::ControlClient client(control::read_client_set(dir), std::chrono::seconds(3));
       auto health = client.get("/v1/health");
       auto stats = client.get("/v1/stats");
-      if (health.status != 200 || stats.status != 200) {
-        ++silent;
-        continue;
-      }
+      if (health.status != 200 || stats.status != 200) throw std::runtime_error("no answer");
       auto h = json::parse(health.body);
       auto s = json::parse(stats.body);
       rows.push_back({{"id", client.session().info.id},
                       {"dir", dir.string()},
                       {"control", client.session().info.control},
+                      {"state", state.empty() ? "running" : state},
                       {"generation", h["generation"]},
                       {"decisions", s["totals"]["decisions"]},
                       {"allow", s["totals"]["allow"]},
@@ -390,20 +414,34 @@ int cmd_status(const Common& c, std::ostream& out, std::ostream& err) {
                       {"bytes_down", s["bytes"]["down"]},
                       {"dns_cache_hit_rate", s["dns"]["cache_hit_rate"]}});
     } catch (const std::exception&) {
-      ++silent;
+      if (state.empty()) {
+        ++silent;
+        continue;
+      }
+      // The proxy container is down: say what Docker says, without counters.
+      rows.push_back({{"id", dir.filename().string()},
+                      {"dir", dir.string()},
+                      {"control", ""},
+                      {"state", state},
+                      {"error", "the control API did not answer"}});
     }
   }
+  auto num = [](const json& r, const char* key) {
+    return r.contains(key) ? r[key].dump() : std::string("-");
+  };
   if (c.json) {
     out << rows.dump() << "\n";
   } else if (!rows.empty()) {
     out << paint(c.color, kBold,
                  pad("SESSION", 14) + pad("CONTROL", 24) + pad("GEN", 6) + pad("ALLOW", 9) +
-                     pad("DENY", 9) + "BYTES UP/DOWN")
+                     pad("DENY", 9) + pad("BYTES UP/DOWN", 18) + "STATE")
         << "\n";
     for (const auto& r : rows) {
+      const std::string st = r["state"].get<std::string>();
       out << pad(r["id"].get<std::string>(), 14) << pad(r["control"].get<std::string>(), 24)
-          << pad(r["generation"].dump(), 6) << pad(r["allow"].dump(), 9) << pad(r["deny"].dump(), 9)
-          << r["bytes_up"].dump() << "/" << r["bytes_down"].dump() << "\n";
+          << pad(num(r, "generation"), 6) << pad(num(r, "allow"), 9) << pad(num(r, "deny"), 9)
+          << pad(num(r, "bytes_up") + "/" + num(r, "bytes_down"), 18)
+          << (st == "running" ? st : paint(c.color, kRed, st)) << "\n";
     }
   }
   if (silent)

@@ -44,22 +44,6 @@ Report status_reporter(std::ostream& err, bool quiet, bool color) {
   };
 }
 
-namespace {
-
-// Connect, run `fn` with the client, and turn any failure into one line and exit code 4.
-template <typename Fn>
-int with_docker(const char* what, std::ostream& err, Fn fn) {
-  try {
-    auto docker = connect_docker();
-    return fn(docker);
-  } catch (const std::exception& e) {
-    err << "vibepit: " << what << ": " << e.what() << "\n";
-    return kLocalError;
-  }
-}
-
-}  // namespace
-
 int cmd_image_build(const ImageBuildOptions& o, std::ostream& out, std::ostream& err) {
   return with_docker("image build", err, [&](docker::Client& docker) {
     const bool color = ::isatty(STDERR_FILENO) && std::getenv("NO_COLOR") == nullptr;

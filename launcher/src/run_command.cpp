@@ -314,9 +314,9 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     Session session(docker, spec, report);
     session.create_networks();                                             // 3
     const std::string control = session.start_proxy(creds.server_side());  // 4
-    control::write_client_set(
-        spec.dir, creds.client_side(),
-        {spec.id, control, static_cast<std::int64_t>(::getpid()), now_rfc3339()});
+    control::write_client_set(spec.dir, creds.client_side(),
+                              {spec.id, control, static_cast<std::int64_t>(::getpid()),
+                               now_rfc3339(), project.root.string()});
     const std::string sandbox = session.create_sandbox();  // 5
     auto h = docker.container_attach(sandbox, true, true, true);
     docker.container_start(sandbox);

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <fstream>
 #include <stdexcept>
+#include <string_view>
+#include <thread>
 
 #include "vibepit/docker/wire.hpp"
 
@@ -324,11 +326,17 @@ std::string Session::create_sandbox() {
 std::vector<std::string> remove_session(docker::Client& docker, const std::string& session_id) {
   std::vector<std::string> problems;
   const std::string sel = std::string(docker::label::kSession) + "=" + session_id;
+  // Gone already, or being removed by another vibepit (run's own cleanup racing `down`):
+  // both leave nothing behind, so neither is a problem.
+  auto settled = [](const docker::DockerError& e) {
+    return e.kind() == docker::ErrorKind::not_found ||
+           std::string_view(e.what()).find("already in progress") != std::string_view::npos;
+  };
   auto attempt = [&](auto&& fn, const std::string& what) {
     try {
       fn();
     } catch (const docker::DockerError& e) {
-      if (e.kind() != docker::ErrorKind::not_found) problems.push_back(what + ": " + e.what());
+      if (!settled(e)) problems.push_back(what + ": " + e.what());
     }
   };
   std::vector<Json> containers;
@@ -341,7 +349,22 @@ std::vector<std::string> remove_session(docker::Client& docker, const std::strin
   attempt([&] { networks = docker.networks_by_label(sel); }, "listing networks");
   for (const auto& n : networks) {
     const std::string id = n.value("Id", "");
-    attempt([&] { docker.network_remove(id); }, "removing network " + n.value("Name", id));
+    // A container another process is still removing keeps its endpoint for a moment.
+    for (int tries = 0;; ++tries) {
+      try {
+        docker.network_remove(id);
+        break;
+      } catch (const docker::DockerError& e) {
+        if (settled(e)) break;
+        const bool busy =
+            std::string_view(e.what()).find("active endpoints") != std::string_view::npos;
+        if (!busy || tries == 50) {
+          problems.push_back("removing network " + n.value("Name", id) + ": " + e.what());
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
   }
   return problems;
 }

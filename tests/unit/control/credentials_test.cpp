@@ -138,7 +138,7 @@ class SessionDirTest : public ::testing::Test {
 TEST_F(SessionDirTest, WritesPrivateFilesAndReadsThemBack) {
   auto creds = issue_session_credentials(options());
   auto dir = root_ / "state" / "vibepit" / "sessions" / "abc123";
-  SessionInfo info{"abc123", "127.0.0.1:4433", 42, "2026-01-01T00:00:00Z"};
+  SessionInfo info{"abc123", "127.0.0.1:4433", 42, "2026-01-01T00:00:00Z", "/work/project"};
   write_client_set(dir, creds.client_side(), info);
 
   EXPECT_EQ(mode(dir), 0700u);
@@ -156,6 +156,7 @@ TEST_F(SessionDirTest, WritesPrivateFilesAndReadsThemBack) {
   EXPECT_EQ(back.info.id, "abc123");
   EXPECT_EQ(back.info.control, "127.0.0.1:4433");
   EXPECT_EQ(back.info.pid, 42);
+  EXPECT_EQ(back.info.project, "/work/project");
   EXPECT_EQ(back.client.own.key_pem, creds.client.key_pem);
   EXPECT_EQ(back.client.ca_cert_pem, creds.ca_cert_pem);
   EXPECT_EQ(list_session_dirs(dir.parent_path()), std::vector<fs::path>{dir});
@@ -164,7 +165,7 @@ TEST_F(SessionDirTest, WritesPrivateFilesAndReadsThemBack) {
 TEST_F(SessionDirTest, RefusesCredentialsOthersCanRead) {
   auto creds = issue_session_credentials(options());
   auto dir = root_ / "s1";
-  write_client_set(dir, creds.client_side(), {"s1", "127.0.0.1:1", 0, ""});
+  write_client_set(dir, creds.client_side(), {"s1", "127.0.0.1:1", 0, "", ""});
   ASSERT_EQ(::chmod((dir / "client-key.pem").c_str(), 0644), 0);
   try {
     read_client_set(dir);
@@ -176,7 +177,7 @@ TEST_F(SessionDirTest, RefusesCredentialsOthersCanRead) {
   ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
   EXPECT_THROW(read_client_set(dir), std::runtime_error);
   // Writing again tightens the directory back to 0700.
-  write_client_set(dir, creds.client_side(), {"s1", "127.0.0.1:1", 0, ""});
+  write_client_set(dir, creds.client_side(), {"s1", "127.0.0.1:1", 0, "", ""});
   EXPECT_EQ(mode(dir), 0700u);
   EXPECT_NO_THROW(read_client_set(dir));
 }

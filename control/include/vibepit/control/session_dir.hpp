@@ -16,6 +16,7 @@ struct SessionInfo {
   std::string control;   // "127.0.0.1:PORT": where the control API answers
   std::int64_t pid = 0;  // the proxy's pid when it runs on this host, else 0
   std::string created;   // RFC 3339, UTC
+  std::string project;   // the project's root, for sessions vibepit run started
 };
 
 // $XDG_STATE_HOME/vibepit/sessions, or ~/.local/state/vibepit/sessions.
