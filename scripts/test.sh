@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Set-up command (2): install, build, and run the whole test suite: unit and integration
-# tests on the release build, again under ASan+UBSan and under TSan, then every libFuzzer
-# target for a short run. Integration tests need root (network namespaces).
+# Set-up command (2): install, build, and run the whole test suite: unit, integration and
+# end-to-end tests on the release build, again under ASan+UBSan and under TSan, then every
+# libFuzzer target for a short run. Integration tests need root (network namespaces); the
+# e2e tests need a Docker engine: when none answers, this script starts dockerd, and stops
+# it at the end. Whatever the tests made on the engine (label dev.vibepit.test) is removed.
 #   scripts/test.sh           every stage
-#   scripts/test.sh --quick   the release stage only (what scripts/fresh-check.sh --quick runs)
+#   scripts/test.sh --quick   the release stage without the e2e tests (what
+#                             scripts/fresh-check.sh --quick runs in a chroot, where no
+#                             Docker engine can run)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=""
@@ -20,6 +24,58 @@ scripts/install-deps.sh --test || exit 1
 if [ "$(id -u)" -ne 0 ]; then
   echo "test: integration tests create network namespaces; run as root (sudo $0)" >&2
   exit 1
+fi
+
+# --- the Docker engine for the e2e tests ---------------------------------------------
+dockerd_pid=""
+dockerd_log="${TMPDIR:-/tmp}/vibepit-test-dockerd.log"
+
+start_docker() {
+  if docker info >/dev/null 2>&1; then return 0; fi
+  echo "test: no Docker engine answers; starting dockerd (log: $dockerd_log)"
+  dockerd >"$dockerd_log" 2>&1 &
+  dockerd_pid=$!
+  local i
+  for i in $(seq 1 120); do
+    if docker info >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "$dockerd_pid" 2>/dev/null; then break; fi
+    sleep 0.5
+  done
+  echo "test: dockerd did not come up; the end of its log:" >&2
+  tail -20 "$dockerd_log" >&2
+  return 1
+}
+
+# Remove what the tests made (dev.vibepit.test), then stop the dockerd this script started.
+stop_docker() {
+  if docker info >/dev/null 2>&1; then
+    local ids
+    ids=$(docker ps -aq --filter label=dev.vibepit.test)
+    [ -z "$ids" ] || docker rm -f $ids >/dev/null
+    ids=$(docker network ls -q --filter label=dev.vibepit.test)
+    [ -z "$ids" ] || docker network rm $ids >/dev/null
+    ids=$(docker volume ls -q --filter label=dev.vibepit.test)
+    [ -z "$ids" ] || docker volume rm -f $ids >/dev/null
+    ids=$(docker images -q --filter label=dev.vibepit.test | sort -u)
+    [ -z "$ids" ] || docker rmi -f $ids >/dev/null
+  fi
+  if [ -n "$dockerd_pid" ]; then
+    kill "$dockerd_pid" 2>/dev/null
+    wait "$dockerd_pid" 2>/dev/null
+    dockerd_pid=""
+  fi
+}
+
+e2e_filter=()
+if [ -n "$quick" ]; then
+  e2e_filter=(-LE 'fuzz|e2e')
+elif start_docker; then
+  trap stop_docker EXIT
+  trap 'exit 130' INT TERM
+  e2e_filter=(-LE fuzz)
+else
+  echo "test: the e2e tests will fail: no Docker engine" >&2
+  e2e_filter=(-LE fuzz)
 fi
 
 passed=0
@@ -70,16 +126,16 @@ build_or_fail() {  # preset, configure args...
 }
 
 if build_or_fail release -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON; then
-  run_ctest release build -LE fuzz
+  run_ctest release build "${e2e_filter[@]}"
 fi
 if [ -n "$quick" ]; then
-  summary+=("asan, tsan, fuzz: not run (--quick)")
+  summary+=("e2e, asan, tsan, fuzz: not run (--quick)")
 elif build_or_fail asan; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_ctest asan build-asan -LE fuzz
+    run_ctest asan build-asan "${e2e_filter[@]}"
 fi
 if [ -z "$quick" ] && build_or_fail tsan; then
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest tsan build-tsan -LE fuzz
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest tsan build-tsan "${e2e_filter[@]}"
 fi
 if [ -z "$quick" ] && build_or_fail fuzz; then run_ctest fuzz build-fuzz -L fuzz; fi
 

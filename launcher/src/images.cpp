@@ -143,7 +143,10 @@ std::string debootstrap_base(docker::Client& docker, const SandboxImageOptions& 
         return n > 0;
       },
       "vibepit-base", tag,
-      {std::string("LABEL ") + kImageLabel + "=base",
+      {std::string("LABEL ") + kImageLabel + "=base" +
+           (std::getenv("VIBEPIT_TEST_LABEL")
+                ? std::string(" dev.vibepit.test=") + std::getenv("VIBEPIT_TEST_LABEL")
+                : std::string()),
        "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
        "CMD [\"/bin/bash\"]"},
       [&](const docker::Progress& p) { forward_progress(report, p); });
@@ -154,6 +157,11 @@ std::string debootstrap_base(docker::Client& docker, const SandboxImageOptions& 
 }
 
 }  // namespace
+
+docker::Labels with_test_label(docker::Labels labels) {
+  if (const char* v = std::getenv("VIBEPIT_TEST_LABEL"); v && *v) labels["dev.vibepit.test"] = v;
+  return labels;
+}
 
 std::string sha256_hex(std::string_view data) {
   Sha256 h;
@@ -232,9 +240,10 @@ ProxyImage ensure_proxy_image(docker::Client& docker, const fs::path& binary,
   ctx.add_file("Dockerfile", "FROM scratch\nCOPY rootfs/ /\nUSER " + user + ":" + user +
                                  "\nENTRYPOINT [\"/" + kProxyInImage + "\"]\n");
   for (const auto& [path, content] : files) ctx.add_file("rootfs/" + path, content, 0755);
-  docker.image_build(ctx.finish(), img.tag,
-                     {{kImageLabel, "proxy"}, {"dev.vibepit.proxy-sha256", digest}},
-                     [&](const docker::Progress& p) { forward_progress(report, p); });
+  docker.image_build(
+      ctx.finish(), img.tag,
+      with_test_label({{kImageLabel, "proxy"}, {"dev.vibepit.proxy-sha256", digest}}),
+      [&](const docker::Progress& p) { forward_progress(report, p); });
   img.built = true;
   if (auto j = docker.image_inspect(img.tag)) img.size = j->value("Size", std::int64_t{0});
   return img;
@@ -275,9 +284,9 @@ std::string build_sandbox_image(docker::Client& docker, const SandboxImageOption
   ctx.add_file("Dockerfile", embedded("sandbox/Dockerfile"));
   docker.image_build(
       ctx.finish(), tag,
-      {{kImageLabel, "sandbox"},
-       {"dev.vibepit.uid", std::to_string(opts.uid)},
-       {"dev.vibepit.gid", std::to_string(opts.gid)}},
+      with_test_label({{kImageLabel, "sandbox"},
+                       {"dev.vibepit.uid", std::to_string(opts.uid)},
+                       {"dev.vibepit.gid", std::to_string(opts.gid)}}),
       [&](const docker::Progress& p) { forward_progress(report, p); },
       {{"BASE", base},
        {"INSTALL", from_slim ? "1" : "0"},

@@ -1,7 +1,9 @@
 #include "vibepit/launcher/run_command.hpp"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <termios.h>
@@ -30,6 +32,7 @@ struct Shared {
   std::mutex setup;              // held while the main thread changes the session
   std::string session_id;        // non-empty once something may exist to remove
   docker::ClientOptions docker;  // the watcher opens its own connections
+  std::mutex resize_mu;          // guards the two below (main sets, the watcher reads)
   std::string resize_target;     // container id, or exec id when `is_exec`
   bool is_exec = false;
   std::atomic<bool> tty{false};
@@ -42,7 +45,14 @@ void restore_terminal() {
   if (g.raw.exchange(false)) ::tcsetattr(STDIN_FILENO, TCSANOW, &g.saved);
 }
 
+void set_resize_target(std::string id, bool is_exec) {
+  std::lock_guard lock(g.resize_mu);
+  g.resize_target = std::move(id);
+  g.is_exec = is_exec;
+}
+
 void send_size() {
+  std::lock_guard lock(g.resize_mu);
   winsize ws{};
   if (!g.tty || g.resize_target.empty() || ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0 ||
       ws.ws_row == 0)
@@ -99,14 +109,19 @@ bool write_all(int fd, const char* p, std::size_t n) {
 // stream to stdout/stderr until it ends.
 void pump(docker::Hijacked h, bool tty) {
   const int fd = h.fd;
-  std::thread([fd, tty] {
+  // The input thread has a descriptor of its own: it may stay blocked on stdin after the
+  // output ends, and must never write to a number that this thread has closed (and that
+  // may since name another file).
+  const int in_fd = ::dup(fd);
+  std::thread([in_fd, tty] {
     char b[16384];
     for (;;) {
       const ssize_t n = ::read(STDIN_FILENO, b, sizeof b);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0 || !write_all(fd, b, static_cast<std::size_t>(n))) break;
+      if (n <= 0 || !write_all(in_fd, b, static_cast<std::size_t>(n))) break;
     }
-    if (!tty) ::shutdown(fd, SHUT_WR);  // the command sees the end of its input
+    if (!tty) ::shutdown(in_fd, SHUT_WR);  // the command sees the end of its input
+    ::close(in_fd);
   }).detach();
   docker::StreamDemux demux;
   auto sink = [](docker::StreamDemux::Stream s, std::string_view p) {
@@ -164,8 +179,7 @@ int join(docker::Client& docker, const Json& sandbox, const RunOptions& o, bool 
                                       {"AttachStderr", true},
                                       {"Tty", tty},
                                       {"Cmd", cmd}});
-  g.resize_target = exec;
-  g.is_exec = true;
+  set_resize_target(exec, true);
   auto h = docker.exec_start(exec, tty);
   if (tty) {
     enter_raw_mode();
@@ -176,6 +190,44 @@ int join(docker::Client& docker, const Json& sandbox, const RunOptions& o, bool 
   auto info = docker.exec_inspect(exec);
   return info.value("ExitCode", kRunFailed);
 }
+
+// Test-only: with VIBEPIT_TEST_PAUSE=network|proxy|sandbox, stop after that step (saying
+// so on stderr) for up to a minute, so the e2e tests can signal or kill a half-made
+// session at a known point. The setup lock is released meanwhile, as a signal needs it.
+void test_pause(const char* step, std::unique_lock<std::mutex>& lock) {
+  const char* want = std::getenv("VIBEPIT_TEST_PAUSE");
+  if (!want || std::string_view(want) != step) return;
+  const std::string line = std::string("vibepit: test pause after ") + step + "\n";
+  (void)!::write(STDERR_FILENO, line.data(), line.size());
+  lock.unlock();
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+  lock.lock();
+}
+
+// An exclusive flock on <state>/locks/<project hash>.lock, held while a session is set up.
+class ProjectLock {
+ public:
+  ProjectLock(const fs::path& state_dir, const Project& project) {
+    const fs::path dir = state_dir / "locks";
+    fs::create_directories(dir);
+    const fs::path path = dir / (project.hash + ".lock");
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd_ < 0) throw std::runtime_error("cannot open " + path.string());
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno != EINTR) throw std::runtime_error("cannot lock " + path.string());
+    }
+  }
+  ~ProjectLock() { release(); }
+  ProjectLock(const ProjectLock&) = delete;
+  ProjectLock& operator=(const ProjectLock&) = delete;
+  void release() {
+    if (fd_ >= 0) ::close(fd_);  // closing drops the lock
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
 
 bool ask_yes(std::ostream& err, const std::string& question) {
   err << question << " [y/N] " << std::flush;
@@ -260,7 +312,11 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     auto project = resolve_project(o.path, home ? home : "");
     g.docker = docker::Client::options_from_env();
     auto docker = connect_docker();
+    // One set-up at a time per project: a second vibepit run waits here, then finds the
+    // first one's sandbox running and joins it instead of starting another session.
+    ProjectLock project_lock(state_dir_for(o.sessions_root), project);
     if (auto sandbox = running_sandbox(docker, project)) {
+      project_lock.release();
       lock.unlock();
       return join(docker, *sandbox, o, tty, report);
     }
@@ -312,20 +368,23 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     auto creds = control::issue_session_credentials(copts);
 
     Session session(docker, spec, report);
-    session.create_networks();                                             // 3
+    session.create_networks();  // 3
+    test_pause("network", lock);
     const std::string control = session.start_proxy(creds.server_side());  // 4
+    test_pause("proxy", lock);
     control::write_client_set(spec.dir, creds.client_side(),
                               {spec.id, control, static_cast<std::int64_t>(::getpid()),
                                now_rfc3339(), project.root.string()});
     const std::string sandbox = session.create_sandbox();  // 5
+    test_pause("sandbox", lock);
     auto h = docker.container_attach(sandbox, true, true, true);
     docker.container_start(sandbox);
-    g.resize_target = sandbox;
-    g.is_exec = false;
+    set_resize_target(sandbox, false);
     if (tty) {
       enter_raw_mode();
       send_size();
     }
+    project_lock.release();
     lock.unlock();
     pump(std::move(h), tty);
     restore_terminal();

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <thread>
 
+#include "vibepit/control/session_dir.hpp"
 #include "vibepit/docker/wire.hpp"
 
 namespace vibepit::launcher {
@@ -77,9 +78,9 @@ Session::Session(docker::Client& docker, SessionSpec spec, Report report)
     : docker_(docker), spec_(std::move(spec)), report_(std::move(report)) {}
 
 docker::Labels Session::labels(const std::string& role) const {
-  return {{docker::label::kSession, spec_.id},
-          {docker::label::kProject, spec_.project.hash},
-          {docker::label::kRole, role}};
+  return with_test_label({{docker::label::kSession, spec_.id},
+                          {docker::label::kProject, spec_.project.hash},
+                          {docker::label::kRole, role}});
 }
 
 void Session::create_networks() {
@@ -215,7 +216,12 @@ std::string Session::start_proxy(const control::PeerCredentials& server) {
        {{"EndpointsConfig",
          {{egress_net_, {{"IPAMConfig", {{"IPv4Address", proxy_egress_ip_}}}}}}}}},
   };
-  proxy_id_ = docker_.container_create(spec, "vibepit-" + spec_.id + "-proxy");
+  // Docker's embedded DNS (127.0.0.11, which a process in the sandbox can still query)
+  // answers container names on the session network. A random suffix the sandbox is never
+  // told keeps the proxy's name out of its reach.
+  proxy_id_ =
+      docker_.container_create(spec, "vibepit-" + spec_.id + "-proxy-" + control::new_session_id() +
+                                         control::new_session_id());
   docker_.network_connect(session_net_, proxy_id_, {{"IPAMConfig", {{"IPv4Address", proxy_ip_}}}});
   if (report_)
     report_("starting proxy " + proxy_ip_ + " (dns :53, http :" + std::to_string(kProxyPort) + ")");

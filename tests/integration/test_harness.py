@@ -168,19 +168,25 @@ class ToolsTest(unittest.TestCase):
     # argv lists that start with a literal command: ["curl", ...], run(ns, ["dig", ...])
     ARGV = re.compile(r'(?:\bargv(?:_prefix)?\s*=|\b(?:run|popen|Popen|check_output)\((?:[^()\[]*?,)?)\s*'
                       r'\[\s*"([A-Za-z0-9_.+-]+)"')
+    # sh("docker", ...) and need("busybox") in the e2e harness
+    CALL = re.compile(r'\b(?:sh|need)\(\s*"([A-Za-z0-9_.+-]+)"')
     BUILT = {"vibepit", "vibepit-proxy", "vibepit-bench", "vibepit-microbench"}
 
     def test_every_called_command_is_declared(self):
         table = tools.providers()
         sources = glob.glob(os.path.join(base.REPO, "tests", "integration", "*.py"))
         sources += glob.glob(os.path.join(base.REPO, "tests", "integration", "harness", "*.py"))
+        sources += glob.glob(os.path.join(base.REPO, "tests", "e2e", "*.py"))
         sources += glob.glob(os.path.join(base.REPO, "bench", "*.py"))
         seen = {}
         for path in sources:
             with open(path) as f:
-                for command in self.ARGV.findall(f.read()):
-                    seen.setdefault(command, os.path.relpath(path, base.REPO))
-        for known in ("curl", "dig", "openssl", "ip", "prlimit", "squid", "dnsperf"):
+                text = f.read()
+            calls = self.CALL.findall(text) if os.sep + "e2e" + os.sep in path else []
+            for command in self.ARGV.findall(text) + calls:
+                seen.setdefault(command, os.path.relpath(path, base.REPO))
+        for known in ("curl", "dig", "openssl", "ip", "prlimit", "squid", "dnsperf", "docker",
+                      "setpriv", "busybox"):
             self.assertIn(known, seen, "the scan no longer finds %s: fix the pattern" % known)
         undeclared = {c: where for c, where in seen.items() if c not in table and c not in self.BUILT}
         if undeclared:

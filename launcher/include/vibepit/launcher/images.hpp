@@ -66,6 +66,10 @@ std::string sandbox_image_tag(uid_t uid, gid_t gid);
 std::string build_sandbox_image(docker::Client& docker, const SandboxImageOptions& opts,
                                 const Report& report);
 
+// Test-only: with VIBEPIT_TEST_LABEL=V set, everything vibepit creates also carries
+// dev.vibepit.test=V, so a test run can remove exactly what it made. Returns `labels`.
+docker::Labels with_test_label(docker::Labels labels);
+
 // SHA-256 of bytes, as lower-case hex.
 std::string sha256_hex(std::string_view data);
 

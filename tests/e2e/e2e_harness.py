@@ -1,0 +1,235 @@
+"""End-to-end harness: a real Docker engine, the real vibepit CLI, and a fake internet.
+
+The fake internet is a Docker network this test creates on 198.51.100.0/24 (labelled
+dev.vibepit.test). Its bridge also holds one end of a veth whose other end sits in a
+network namespace of ours, where the integration harness's fake DNS server (198.51.100.53)
+and fake HTTP/echo upstream (198.51.100.10-.13) run. vibepit run uses that network as the
+proxy's egress network (VIBEPIT_TEST_EGRESS_NETWORK) and the fake DNS as upstream, so no
+test traffic goes anywhere else. The docker CLI is used for the fixtures and to look;
+everything the product sets up, the product sets up.
+"""
+
+import grp
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+from harness.tools import need  # noqa: E402
+
+FAKES = os.path.join(REPO, "tests", "integration", "harness")
+SUBNET, GATEWAY = "198.51.100.0/24", "198.51.100.1"
+DNS_ADDR = "198.51.100.53"
+UPSTREAMS = ["198.51.100.10", "198.51.100.11", "198.51.100.12", "198.51.100.13"]
+TEST_LABEL = "dev.vibepit.test"
+TEST_UID = 4242          # the non-root user e2e sessions run as (files keep its ownership)
+
+
+def bin_dir():
+    for i, a in enumerate(sys.argv):
+        if a == "--bin-dir" and i + 1 < len(sys.argv):
+            d = sys.argv[i + 1]
+            del sys.argv[i:i + 2]
+            return os.path.abspath(d)
+    return os.path.abspath(os.environ.get("VIBEPIT_BIN_DIR", os.path.join(REPO, "build", "bin")))
+
+
+BIN = None
+
+
+def sh(*argv, check=True, capture=True, timeout=120, **kw):
+    r = subprocess.run(list(argv), capture_output=capture, text=True, timeout=timeout, **kw)
+    if check and r.returncode != 0:
+        raise RuntimeError("%s failed (%d): %s" % (" ".join(argv), r.returncode,
+                                                   (r.stderr or "") + (r.stdout or "")))
+    return r
+
+
+def docker_api(method, path, body=None, timeout=30):
+    """One call to the Engine API over its socket (status, parsed body): for looking, and
+    for probing what a test must show is impossible (an exec in the proxy)."""
+    class Conn(http.client.HTTPConnection):
+        def connect(self):
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            self.sock.connect("/var/run/docker.sock")
+    c = Conn("docker")
+    data = json.dumps(body) if body is not None else None
+    c.request(method, "/v1.41" + path, body=data,
+              headers={"Content-Type": "application/json"} if data else {})
+    r = c.getresponse()
+    raw = r.read()
+    c.close()
+    try:
+        return r.status, json.loads(raw) if raw else None
+    except ValueError:
+        return r.status, raw.decode(errors="replace")
+
+
+def docker_ready():
+    try:
+        status, _ = docker_api("GET", "/_ping", timeout=5)
+        return status == 200
+    except OSError:
+        return False
+
+
+class FakeInternet:
+    def __init__(self):
+        self.name = "vpe2e%d" % os.getpid()
+        self.ns = self.name + "net"
+        self.bridge = "vpe2ebr%d" % (os.getpid() % 100000)
+        self.veth = "vpe2ev%d" % (os.getpid() % 100000)
+        self.tmp = tempfile.mkdtemp(prefix=self.name + "-")
+        self.procs = []
+
+    def start(self):
+        need("ip")
+        need("docker")
+        need("setpriv")
+        try:
+            sh("docker", "network", "create", "--driver", "bridge", "--subnet", SUBNET,
+               "--gateway", GATEWAY, "-o", "com.docker.network.bridge.name=" + self.bridge,
+               "--label", "%s=%d" % (TEST_LABEL, os.getpid()), self.name)
+            sh("ip", "netns", "add", self.ns)
+            sh("ip", "-n", self.ns, "link", "set", "lo", "up")
+            sh("ip", "link", "add", self.veth, "type", "veth", "peer", "name", "vpe2ein",
+               "netns", self.ns)
+            sh("ip", "link", "set", self.veth, "master", self.bridge)
+            sh("ip", "link", "set", self.veth, "up")
+            for a in [DNS_ADDR] + UPSTREAMS:
+                sh("ip", "-n", self.ns, "addr", "add", a + "/24", "dev", "vpe2ein")
+            sh("ip", "-n", self.ns, "link", "set", "vpe2ein", "up")
+            self._start_fakes()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _popen(self, argv, log):
+        with open(os.path.join(self.tmp, log + ".log"), "ab") as f:
+            p = subprocess.Popen(["ip", "netns", "exec", self.ns] + argv, stdout=f, stderr=f,
+                                 stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        return p
+
+    def _start_fakes(self):
+        stats = os.path.join(self.tmp, "dns-stats.json")
+        ready = os.path.join(self.tmp, "upstream.ready")
+        self._popen([sys.executable, os.path.join(FAKES, "fake_dns.py"), "--listen", DNS_ADDR,
+                     "--port", "53", "--stats", stats], "fake_dns")
+        argv = [sys.executable, os.path.join(FAKES, "fake_upstream.py"), "--ready", ready,
+                "--log", os.path.join(self.tmp, "upstream-conns.ndjson"),
+                "--http", "80,8080", "--echo", "443"]
+        for a in UPSTREAMS:
+            argv += ["--addr", a]
+        self._popen(argv, "fake_upstream")
+        deadline = time.monotonic() + 15
+        while not (os.path.exists(stats) and os.path.exists(ready)):
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError("a fake exited early: %s" % p.args)
+            if time.monotonic() > deadline:
+                raise RuntimeError("fakes not ready")
+            time.sleep(0.05)
+
+    def dns_queries(self):
+        with open(os.path.join(self.tmp, "dns-stats.json")) as f:
+            return json.load(f)
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self.procs = []
+        sh("ip", "netns", "del", self.ns, check=False)
+        sh("ip", "link", "del", self.veth, check=False)
+        sh("docker", "network", "rm", self.name, check=False)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class Workspace:
+    """A project, a home and a state directory, owned by the user vibepit runs as."""
+
+    def __init__(self, uid=TEST_UID):
+        self.uid = uid
+        self.root = tempfile.mkdtemp(prefix="vpe2e-ws-")
+        os.chmod(self.root, 0o755)
+        self.project = os.path.join(self.root, "project")
+        self.home = os.path.join(self.root, "home")
+        self.state = os.path.join(self.root, "state")
+        for d in (self.project, self.home, self.state):
+            os.makedirs(d)
+            os.chown(d, uid, uid)
+        os.makedirs(os.path.join(self.project, ".git"))
+        os.chown(os.path.join(self.project, ".git"), uid, uid)
+
+    def env(self, internet, extra=None):
+        env = dict(extra or {})
+        env.update({"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
+               "HOME": self.home, "XDG_STATE_HOME": self.state,
+               "VIBEPIT_TEST_EGRESS_NETWORK": internet.name, "NO_COLOR": "1",
+               # everything vibepit creates for the tests carries dev.vibepit.test=e2e
+               "VIBEPIT_TEST_LABEL": "e2e"})
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"):
+            if k in os.environ:
+                env[k] = os.environ[k]
+        return env
+
+    def argv(self, args):
+        """vibepit ARGS as this workspace's user (in the docker group, as a user would be)."""
+        vibepit = os.path.join(BIN, "vibepit")
+        if self.uid == 0:
+            return [vibepit] + args
+        docker_gid = grp.getgrnam("docker").gr_gid
+        return [need("setpriv"), "--reuid", str(self.uid), "--regid", str(self.uid),
+                "--groups", str(docker_gid), "--"] + [vibepit] + args
+
+    def vibepit(self, internet, args, timeout=180, input=None, extra_env=None):
+        return subprocess.run(self.argv(args), env=self.env(internet, extra_env), cwd=self.project,
+                              capture_output=True, text=True, timeout=timeout,
+                              input=input if input is not None else "",)
+
+    def vibepit_popen(self, internet, args, extra_env=None, **kw):
+        return subprocess.Popen(self.argv(args), env=self.env(internet, extra_env), cwd=self.project,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, **kw)
+
+    def sessions_dir(self):
+        return os.path.join(self.state, "vibepit", "sessions")
+
+    def close(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def left_over(label_selector):
+    """Containers and networks that still carry the label."""
+    out = []
+    for kind in ("ps -a", "network ls"):
+        r = sh("docker", *kind.split(), "-q", "--filter", "label=" + label_selector)
+        out += [kind.split()[0] + ":" + x for x in r.stdout.split()]
+    return out
+
+
+def main():
+    global BIN
+    BIN = bin_dir()
+    if os.geteuid() != 0:
+        print("e2e tests need root (network namespaces, the Docker socket)")
+        sys.exit(77)
+    import unittest
+    unittest.main(verbosity=2)

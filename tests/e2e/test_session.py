@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""vibepit run end to end: a real Docker engine, the default Debian sandbox image, and the
+fake internet of e2e_harness. Sessions run as a non-root user (uid 4242, in the docker
+group), so file ownership in the project is checked as a user would see it."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration",
+                                "harness"))
+import e2e_harness as h  # noqa: E402
+import fake_dns  # noqa: E402
+
+INTERNET = None
+RULES = ["-a", "allowed.test:80", "-a", "rebind-private.test:80", "--allow-dns", "allowed.test",
+         "--upstream-dns", h.DNS_ADDR]
+
+
+def setUpModule():
+    global INTERNET
+    if not h.docker_ready():
+        raise RuntimeError("no Docker engine answers on /var/run/docker.sock "
+                           "(scripts/test.sh starts one)")
+    INTERNET = h.FakeInternet().start()
+
+
+def tearDownModule():
+    if INTERNET:
+        INTERNET.close()
+
+
+def query_bytes(name, qtype=1):
+    return "".join("\\x%02x" % b for b in fake_dns.build_query(name, qtype))
+
+
+def udp_query_script(server, name):
+    """Bash that sends one DNS query over UDP and prints the reply as hex (empty: none)."""
+    return ("exec 3<>/dev/udp/%s/53 && printf '%s' >&3 && "
+            "timeout 3 dd bs=4096 count=1 <&3 2>/dev/null | od -An -tx1 | tr -d ' \\n'; echo"
+            % (server, query_bytes(name)))
+
+
+def reply(hex_text):
+    hex_text = hex_text.strip()
+    return fake_dns.parse_response(bytes.fromhex(hex_text)) if hex_text else None
+
+
+class SessionTest(unittest.TestCase):
+    """One long session (vibepit run -- sleep) that every test joins with a second
+    vibepit run in the same project, as a user opening another terminal would."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ws = h.Workspace()
+        cls.owner = cls.ws.vibepit_popen(INTERNET, ["run", "-q", "-T"] + RULES + ["--", "sleep", "900"])
+        deadline = time.monotonic() + 240   # the first run may build the user's image
+        while time.monotonic() < deadline:
+            if cls.owner.poll() is not None:
+                raise RuntimeError("vibepit run exited: %s" % cls.owner.stderr.read())
+            if cls.sandbox_id():
+                break
+            time.sleep(0.25)
+        else:
+            raise RuntimeError("the session did not come up")
+        sessions = os.listdir(cls.ws.sessions_dir())
+        assert len(sessions) == 1, sessions
+        cls.session_dir = os.path.join(cls.ws.sessions_dir(), sessions[0])
+        with open(os.path.join(cls.session_dir, "proxy.json")) as f:
+            cls.proxy_config = json.load(f)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.owner.send_signal(signal.SIGTERM)
+        try:
+            cls.owner.wait(60)
+        finally:
+            cls.ws.close()
+
+    @classmethod
+    def containers(cls, role):
+        r = h.sh("docker", "ps", "-q", "--filter", "label=dev.vibepit.role=" + role,
+                 "--filter", "label=dev.vibepit.project=" + cls.project_hash())
+        return r.stdout.split()
+
+    @classmethod
+    def project_hash(cls):
+        import hashlib
+        return hashlib.sha256(os.path.realpath(cls.ws.project).encode()).hexdigest()[:16]
+
+    @classmethod
+    def sandbox_id(cls):
+        ids = cls.containers("sandbox")
+        return ids[0] if ids else None
+
+    def in_sandbox(self, script, expect=0):
+        r = self.ws.vibepit(INTERNET, ["run", "-q", "-T", "--", "bash", "-c", script])
+        if expect is not None:
+            self.assertEqual(r.returncode, expect, "stdout: %s\nstderr: %s" % (r.stdout, r.stderr))
+        return r
+
+    def proxy_ip(self):
+        return self.proxy_config["proxy-listen"][0].rsplit(":", 1)[0]
+
+    # ------------------------------------------------------------------ no way around
+
+    def test_direct_tcp_to_the_upstream_has_no_route(self):
+        r = self.in_sandbox("timeout 5 bash -c 'exec 3<>/dev/tcp/198.51.100.10/80' "
+                            "&& echo CONNECTED || echo FAILED")
+        self.assertIn("FAILED", r.stdout)
+        self.assertNotIn("CONNECTED", r.stdout)
+
+    def test_direct_udp_dns_gets_no_answer(self):
+        r = self.in_sandbox(udp_query_script(h.DNS_ADDR, "allowed.test") + " || true")
+        self.assertIsNone(reply(r.stdout.splitlines()[-1] if r.stdout.strip() else ""))
+
+    def test_host_is_not_reachable_on_the_session_bridge(self):
+        # inhibit_ipv4: the bridge's gateway address is not on the host.
+        gateway = self.proxy_ip().rsplit(".", 1)[0] + "." + str(int(self.proxy_ip().rsplit(".", 1)[1]) - 1)
+        r = self.in_sandbox("for p in 22 80 2375 8443; do timeout 4 bash -c \"exec 3<>/dev/tcp/%s/$p\" "
+                            "&& echo OPEN $p; done; echo done" % gateway)
+        self.assertNotIn("OPEN", r.stdout)
+
+    # ------------------------------------------------------------------ DNS
+
+    def test_dns_allowed_resolves_denied_refused(self):
+        r = self.in_sandbox("getent hosts allowed.test; echo rc=$?; getent hosts other.test; "
+                            "echo rc=$?")
+        self.assertIn("198.51.100.10", r.stdout)
+        self.assertIn("rc=0", r.stdout)
+        self.assertIn("rc=2", r.stdout)  # not found
+        r = self.in_sandbox(udp_query_script(self.proxy_ip(), "other.test"))
+        self.assertEqual(reply(r.stdout)["rcode"], fake_dns.REFUSED)
+
+    def test_docker_embedded_dns_answers_only_what_the_proxy_does(self):
+        # Container names are answered by Docker itself; the proxy's carries a random suffix,
+        # so the names the sandbox can guess are not there.
+        session = os.path.basename(self.session_dir)
+        r = self.in_sandbox(udp_query_script("127.0.0.11", "allowed.test") + "; " +
+                            udp_query_script("127.0.0.11", "other.test") + "; " +
+                            udp_query_script("127.0.0.11", "rebind-private.test") + "; " +
+                            udp_query_script("127.0.0.11", "vibepit-%s-proxy" % session))
+        allowed, other, rebind, container = [reply(x) for x in r.stdout.splitlines()[-4:]]
+        if allowed is not None:
+            self.assertEqual([a[1] for a in allowed["answers"]], ["198.51.100.10"])
+        for denied in (other, rebind, container):
+            if denied is not None:
+                self.assertEqual(denied["answers"], [])
+                self.assertNotEqual(denied["rcode"], fake_dns.NOERROR)
+
+    # ------------------------------------------------------------------ HTTP through the proxy
+
+    def test_allowed_denied_and_rebinding(self):
+        r = self.in_sandbox(
+            "curl -s -o /dev/null -w '%{http_code}\\n' http://allowed.test/; "
+            "curl -s -D - -o /dev/null http://other.test/; "
+            "curl -s -D - -o /dev/null http://rebind-private.test/")
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], "200")
+        self.assertIn("HTTP/1.1 403", r.stdout)
+        self.assertIn("error=http_request_denied", r.stdout)
+        self.assertIn("other.test:80", r.stdout)
+        self.assertIn("error=destination_ip_prohibited", r.stdout)
+
+    def test_allow_http_opens_a_denied_host_without_a_restart(self):
+        probe = "curl -s -o /dev/null -w '%{http_code}\\n' http://third.test/"
+        self.assertEqual(self.in_sandbox(probe).stdout.strip(), "403")
+        r = self.ws.vibepit(INTERNET, ["allow-http", "--no-save", "third.test:80"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.in_sandbox(probe).stdout.strip(), "200")
+
+    # ------------------------------------------------------------------ hardening
+
+    def test_sandbox_hardening(self):
+        r = self.in_sandbox("grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; id -u; "
+                            "touch /usr/vibepit-test 2>/dev/null && echo ROOTFS-WRITABLE; "
+                            "touch /tmp/ok && echo TMP-WRITABLE; "
+                            "touch made-in-sandbox && echo PROJECT-WRITABLE")
+        self.assertRegex(r.stdout, r"CapEff:\s+0000000000000000")
+        self.assertRegex(r.stdout, r"NoNewPrivs:\s+1")
+        self.assertIn("\n%d\n" % h.TEST_UID, "\n" + r.stdout)
+        self.assertNotIn("ROOTFS-WRITABLE", r.stdout)
+        self.assertIn("TMP-WRITABLE", r.stdout)
+        self.assertIn("PROJECT-WRITABLE", r.stdout)
+        st = os.stat(os.path.join(self.ws.project, "made-in-sandbox"))
+        self.assertEqual((st.st_uid, st.st_gid), (h.TEST_UID, h.TEST_UID))
+        inspect = json.loads(h.sh("docker", "inspect", self.sandbox_id()).stdout)[0]
+        hc = inspect["HostConfig"]
+        self.assertTrue(hc["ReadonlyRootfs"])
+        self.assertEqual(hc["CapDrop"], ["ALL"])
+        self.assertIn("no-new-privileges", hc["SecurityOpt"])
+        self.assertTrue(hc["Init"])
+        self.assertGreater(hc["PidsLimit"], 0)
+        self.assertGreater(hc["Memory"], 0)
+        # Only the session network: internal, and no address of the host's on its bridge.
+        networks = list(inspect["NetworkSettings"]["Networks"])
+        self.assertEqual(len(networks), 1)
+        net = json.loads(h.sh("docker", "network", "inspect", networks[0]).stdout)[0]
+        self.assertTrue(net["Internal"])
+        self.assertEqual(net["Options"].get("com.docker.network.bridge.inhibit_ipv4"), "true")
+        mounts = {m["Destination"]: m for m in inspect["Mounts"]}
+        self.assertNotIn("/var/run/docker.sock", mounts)
+        self.assertNotIn("/run/docker.sock", mounts)
+
+    def test_control_api_is_out_of_reach(self):
+        egress_ip = self.proxy_config["control-listen"][0].rsplit(":", 1)[0]
+        r = self.in_sandbox("for a in %s %s; do timeout 4 bash -c \"exec 3<>/dev/tcp/$a/8443\" "
+                            "&& echo OPEN $a; done; echo done" % (self.proxy_ip(), egress_ip))
+        self.assertNotIn("OPEN", r.stdout)
+
+    def test_proxy_container_is_hardened_and_has_no_shell(self):
+        proxy = self.containers("proxy")[0]
+        status, created = h.docker_api("POST", "/containers/%s/exec" % proxy,
+                                       {"Cmd": ["/bin/sh", "-c", "true"]})
+        self.assertEqual(status, 201)
+        status, body = h.docker_api("POST", "/exec/%s/start" % created["Id"], {"Detach": True})
+        self.assertGreaterEqual(status, 400)
+        self.assertIn("/bin/sh", str(body))
+        hc = json.loads(h.sh("docker", "inspect", proxy).stdout)[0]["HostConfig"]
+        self.assertTrue(hc["ReadonlyRootfs"])
+        self.assertEqual(hc["CapDrop"], ["ALL"])
+        self.assertIsNone(hc["CapAdd"])
+        self.assertIn("no-new-privileges", hc["SecurityOpt"])
+        user = json.loads(h.sh("docker", "inspect", proxy).stdout)[0]["Config"]["User"]
+        self.assertNotIn(user.split(":")[0], ("", "0", "root"))
+
+    # ------------------------------------------------------------------ the CLI
+
+    def test_exit_status_of_a_joined_command(self):
+        self.in_sandbox("exit 7", expect=7)
+
+    def test_status_and_sessions(self):
+        r = self.ws.vibepit(INTERNET, ["status", "--json"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = json.loads(r.stdout)
+        self.assertEqual(len(rows), 1)
+        self.assertEqual(rows[0]["state"], "running")
+        r = self.ws.vibepit(INTERNET, ["sessions", "--json"])
+        row = [x for x in json.loads(r.stdout) if x["project_hash"] == self.project_hash()][0]
+        self.assertTrue(row["attached"])
+        self.assertEqual(row["project"], os.path.realpath(self.ws.project))
+
+
+class FreshSessionTest(unittest.TestCase):
+    """Sessions started and ended per test: exit status, the untrusted network.yaml."""
+
+    def setUp(self):
+        self.ws = h.Workspace()
+
+    def tearDown(self):
+        self.ws.close()
+
+    def run_session(self, args, script, **kw):
+        return self.ws.vibepit(INTERNET, ["run", "-T"] + args + ["--upstream-dns", h.DNS_ADDR,
+                                                            "--", "bash", "-c", script], **kw)
+
+    def test_exit_status_and_cleanup(self):
+        r = self.run_session([], "echo out; echo err >&2; exit 5")
+        self.assertEqual(r.returncode, 5, r.stderr)
+        self.assertEqual(r.stdout, "out\n")   # stdout and stderr kept apart
+        self.assertIn("err\n", r.stderr)
+        session = os.listdir(self.ws.sessions_dir())[0]
+        self.assertEqual(h.left_over("dev.vibepit.session=" + session), [])
+        # The decision log stays with the session directory.
+        self.assertTrue(os.path.exists(os.path.join(self.ws.sessions_dir(), session, "log",
+                                                    "decisions.ndjson")))
+
+    def test_two_runs_at_once_make_one_session(self):
+        first = self.ws.vibepit_popen(INTERNET, ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR, "--",
+                                         "sleep", "120"])
+        try:
+            r = self.ws.vibepit(INTERNET, ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR, "--",
+                                       "bash", "-c", "echo joined $VIBEPIT_SESSION"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(len(os.listdir(self.ws.sessions_dir())), 1)  # the second joined
+            self.assertEqual(r.stdout.split(), ["joined", os.listdir(self.ws.sessions_dir())[0]])
+        finally:
+            first.send_signal(signal.SIGTERM)
+            first.wait(60)
+            first.stdout.close()
+            first.stderr.close()
+
+    def test_planted_network_yaml_is_not_applied_without_approval(self):
+        os.makedirs(os.path.join(self.ws.project, ".vibepit"))
+        with open(os.path.join(self.ws.project, ".vibepit", "network.yaml"), "w") as f:
+            f.write("allow-http:\n  - other.test:80\n")
+        os.chown(os.path.join(self.ws.project, ".vibepit", "network.yaml"), h.TEST_UID, h.TEST_UID)
+        probe = "curl -s -o /dev/null -w '%{http_code}\\n' http://other.test/"
+        r = self.run_session([], probe)
+        self.assertEqual(r.stdout.strip(), "403", r.stderr)
+        self.assertIn("not approved", r.stderr)
+        self.assertIn("+ allow-http other.test:80", r.stderr)
+        r = self.run_session(["--yes"], probe)  # approved now, and remembered
+        self.assertEqual(r.stdout.strip(), "200", r.stderr)
+        r = self.run_session([], probe)
+        self.assertEqual(r.stdout.strip(), "200", r.stderr)
+        self.assertNotIn("not approved", r.stderr)
+
+
+if __name__ == "__main__":
+    h.main()
