@@ -20,6 +20,8 @@
 #include "vibepit/launcher/image_commands.hpp"
 #include "vibepit/launcher/session.hpp"
 #include "vibepit/launcher/session_rules.hpp"
+#include "vibepit/policy/classify.hpp"
+#include "vibepit/proxy/system_resolvers.hpp"
 
 namespace vibepit::launcher {
 namespace fs = std::filesystem;
@@ -204,6 +206,25 @@ void test_pause(const char* step, std::unique_lock<std::mutex>& lock) {
   lock.lock();
 }
 
+// The host's resolvers for the proxy: /etc/resolv.conf, or systemd-resolved's upstream list
+// when that names only its stub. A loopback resolver (a local dnsmasq, say) is on the
+// host's loopback, which the proxy container cannot reach: that is an error that says so.
+std::vector<std::string> host_resolvers(const Report& report) {
+  auto found = proxy::system_resolvers();
+  std::vector<std::string> out;
+  for (const auto& ep : found.servers) {
+    if (policy::classify_always_blocked(ep.addr).kind == "loopback")
+      throw std::runtime_error("the host's resolver " + ep.to_string() + " (from " + found.source +
+                               ") is on the host's loopback, which the proxy container cannot "
+                               "reach; pass --upstream-dns ADDR with a resolver it can");
+    out.push_back(ep.to_string());
+  }
+  if (report)
+    report("using upstream DNS " + proxy::to_string(found.servers) + " (from " + found.source +
+           ")");
+  return out;
+}
+
 // An exclusive flock on <state>/locks/<project hash>.lock, held while a session is set up.
 class ProjectLock {
  public:
@@ -330,7 +351,7 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     spec.tty = tty;
     spec.memory = parse_memory(o.memory);
     spec.cpus = o.cpus;
-    spec.upstream_dns = o.upstream_dns;
+    spec.upstream_dns = o.upstream_dns.empty() ? host_resolvers(report) : o.upstream_dns;
     spec.egress_network = o.egress_network;
     auto user = sandbox_options_for_invoker();
     spec.uid = ::getuid() == 0 ? user.uid : ::getuid();

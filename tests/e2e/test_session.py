@@ -234,6 +234,21 @@ class SessionTest(unittest.TestCase):
     def test_exit_status_of_a_joined_command(self):
         self.in_sandbox("exit 7", expect=7)
 
+    def test_rules_and_logs_reach_the_session(self):
+        self.in_sandbox("curl -s -o /dev/null http://other.test/ || true")
+        r = self.ws.vibepit(INTERNET, ["rules", "--json"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rules = json.loads(r.stdout)
+        self.assertIn("allowed.test:80", json.dumps(rules))
+        r = self.ws.vibepit(INTERNET, ["logs", "--json", "-n", "200"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        records = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+        self.assertTrue(any(x.get("host") == "other.test" and x.get("verdict") == "deny"
+                            for x in records), r.stdout[-2000:])
+        # The same records are in the session's decision log on the host.
+        with open(os.path.join(self.session_dir, "log", "decisions.ndjson")) as f:
+            self.assertIn('"host":"other.test"', f.read())
+
     def test_status_and_sessions(self):
         r = self.ws.vibepit(INTERNET, ["status", "--json"])
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -300,6 +315,77 @@ class FreshSessionTest(unittest.TestCase):
         r = self.run_session([], probe)
         self.assertEqual(r.stdout.strip(), "200", r.stderr)
         self.assertNotIn("not approved", r.stderr)
+
+
+class TtyTest(unittest.TestCase):
+    """The interactive default: a shell on a terminal (a pty here), raw mode, the window
+    size at start and on SIGWINCH, Ctrl-C delivered inside, the exit status, and the
+    terminal as it was afterwards."""
+
+    def setUp(self):
+        self.ws = h.Workspace()
+        self.master, self.slave = os.openpty()
+
+    def tearDown(self):
+        os.close(self.master)
+        os.close(self.slave)
+        self.ws.vibepit(INTERNET, ["down"])
+        self.ws.close()
+
+    def set_size(self, rows, cols):
+        import fcntl
+        import struct
+        import termios
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    def read_until(self, text, timeout=30):
+        import select
+        deadline = time.monotonic() + timeout
+        while text not in self.seen:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.fail("no %r on the terminal; it shows: %r" % (text, self.seen[-2000:]))
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                try:
+                    self.seen += os.read(self.master, 4096).decode(errors="replace")
+                except OSError:
+                    self.fail("the terminal closed; it showed: %r" % self.seen[-2000:])
+
+    def send(self, text):
+        os.write(self.master, text.encode())
+
+    def test_interactive_shell(self):
+        import termios
+        self.seen = ""
+        before = termios.tcgetattr(self.slave)
+        self.set_size(33, 101)
+        p = subprocess.Popen(self.ws.argv(["run", "-q", "--upstream-dns", h.DNS_ADDR]),
+                             env=self.ws.env(INTERNET), cwd=self.ws.project, stdin=self.slave,
+                             stdout=self.slave, stderr=self.slave, start_new_session=True)
+        try:
+            self.send("echo READY-$((6*7))\r")
+            self.read_until("READY-42", 120)
+            self.send("stty size\r")
+            self.read_until("33 101")
+            self.set_size(40, 120)
+            p.send_signal(signal.SIGWINCH)
+            time.sleep(0.5)
+            self.send("stty size\r")
+            self.read_until("40 120")
+            self.send("sleep 60; echo SLEEP-$((2+3))-RAN-OUT\r")
+            time.sleep(1.5)
+            self.send("\x03")          # Ctrl-C: to the sleep inside, not to vibepit
+            self.send("echo INTERRUPTED-$((1+1))\r")
+            self.read_until("INTERRUPTED-2", 20)
+            self.assertNotIn("SLEEP-5-RAN-OUT", self.seen)
+            self.send("exit 3\r")
+            self.assertEqual(p.wait(60), 3)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.assertEqual(termios.tcgetattr(self.slave), before)  # raw mode undone
 
 
 if __name__ == "__main__":
