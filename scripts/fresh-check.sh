@@ -10,16 +10,18 @@
 #   --mirror    the Debian mirror to use (default: the machine's, from its apt sources)
 #
 # Run it before resolving an issue that changes dependencies, scripts or the test harness.
-# The first command (scripts/run.sh) runs until vibepit-proxy reports `ready:`, then is
-# stopped with SIGINT; the second (scripts/test.sh) runs to its summary line. Everything
-# runs in a private mount and PID namespace: when the check ends, however it ends (even by
-# SIGKILL), its mounts, its network namespaces and its processes end with it.
+# The first command (scripts/run.sh) runs without a terminal: it must make a session (a
+# Docker engine it starts inside the root filesystem, the images, vibepit run), whose shell
+# then reads the end of its input, and exit 0. The second (scripts/test.sh) runs to its
+# summary line. Everything runs in a private mount and PID namespace: when the check ends,
+# however it ends (even by SIGKILL), its mounts, its network namespaces and its processes
+# end with it. No other dockerd may run meanwhile (they would share the network namespace).
 # Needs root. Uncommitted changes are not part of the check: commit first.
 set -euo pipefail
 
 suite=bookworm
 cache_dir="${VIBEPIT_FRESH_CACHE:-/var/cache/vibepit/fresh-check}"
-ready_timeout=2400 # s: installs and builds the release preset first
+ready_timeout=2400 # s: installs, builds the release preset and the images first
 quick="" keep="" refresh="" mirror=""
 
 # ---------------------------------------------------------------- inside the namespaces
@@ -31,6 +33,8 @@ if [ "${1:-}" = "--inside" ]; then
   mount --make-private "$root"
   mount -t proc proc "$root/proc" # this PID namespace's /proc
   mount -t sysfs sysfs "$root/sys"
+  mount --rbind /sys/fs/cgroup "$root/sys/fs/cgroup" # for the dockerd that the scripts start
+  mount --make-rslave "$root/sys/fs/cgroup"
   mount --rbind /dev "$root/dev"
   mount --make-rslave "$root/dev"
   mount -t tmpfs -o mode=755 tmpfs "$root/run" # /run/netns lives here, and goes with it
@@ -71,6 +75,11 @@ die() {
 }
 
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, chroot, mounts, network namespaces)"
+# The scripts start a Docker engine inside the root filesystem; on the same network
+# namespace a second engine would fight the first over docker0 and the iptables chains.
+if pgrep -x dockerd >/dev/null; then
+  die "a Docker engine (dockerd) runs on this machine; the check starts its own inside the root filesystem: stop it first"
+fi
 self="$(realpath "$0")"
 repo="$(cd "$(dirname "$self")/.." && pwd)"
 head="$(git -C "$repo" rev-parse HEAD)" || die "$repo is not a git checkout"
@@ -207,45 +216,20 @@ summary=()
 log_dir=/fresh-check
 
 # (1) scripts/run.sh, until vibepit-proxy says "ready:", then SIGINT.
-for port in 3128 5353; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-    echo "fresh-check: 127.0.0.1:$port is taken on this machine; the example config needs it" >&2
-    exit 1
-  fi
-done
+# (1) scripts/run.sh: there is no terminal, so the sandbox's shell reads the end of its
+# standard input and exits; the session must have been made and removed, exit 0.
 echo "== (1) scripts/run.sh"
 t0=$SECONDS
-scripts/run.sh >"$log_dir/run.log" 2>&1 &
-run_pid=$!
-ready=""
-while kill -0 "$run_pid" 2>/dev/null && [ $((SECONDS - t0)) -lt READY_TIMEOUT ]; do
-  if grep -q ' ready: ' "$log_dir/run.log"; then
-    ready=1
-    break
-  fi
-  sleep 1
-done
+rc=0
+timeout READY_TIMEOUT scripts/run.sh </dev/null >"$log_dir/run.log" 2>&1 || rc=$?
 grep -v -E '^\[[0-9]+/[0-9]+\] ' "$log_dir/run.log" | sed 's/^/  | /'
-if [ -n "$ready" ]; then
-  kill -INT "$run_pid"
-  wait "$run_pid"
-  rc=$?
-  sed -n '/ signal /,$p' "$log_dir/run.log" | sed 's/^/  | /'
-  if [ "$rc" -eq 0 ] && grep -q ' stopped$' "$log_dir/run.log"; then
-    summary+=("(1) scripts/run.sh: ready after $((SECONDS - t0)) s, stopped cleanly")
-  else
-    summary+=("(1) scripts/run.sh: ready, but exit $rc on SIGINT")
-    status=1
-  fi
+if [ "$rc" -eq 0 ] && grep -q 'Creating sandbox' "$log_dir/run.log"; then
+  summary+=("(1) scripts/run.sh: a session made, its shell run and the session removed, $((SECONDS - t0)) s")
+elif [ "$rc" -eq 124 ]; then
+  summary+=("(1) scripts/run.sh: FAILED: not done within READY_TIMEOUT s")
+  status=1
 else
-  if kill -0 "$run_pid" 2>/dev/null; then
-    kill -KILL "$run_pid"
-    why="no 'ready:' within READY_TIMEOUT s"
-  else
-    wait "$run_pid"
-    why="exited $? before 'ready:'"
-  fi
-  summary+=("(1) scripts/run.sh: FAILED: $why")
+  summary+=("(1) scripts/run.sh: FAILED: exit $rc$(grep -q 'Creating sandbox' "$log_dir/run.log" || echo ', no session made')")
   status=1
 fi
 

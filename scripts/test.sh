@@ -5,9 +5,7 @@
 # e2e tests need a Docker engine: when none answers, this script starts dockerd, and stops
 # it at the end. Whatever the tests made on the engine (label dev.vibepit.test) is removed.
 #   scripts/test.sh           every stage
-#   scripts/test.sh --quick   the release stage without the e2e tests (what
-#                             scripts/fresh-check.sh --quick runs in a chroot, where no
-#                             Docker engine can run)
+#   scripts/test.sh --quick   the release stage only (what scripts/fresh-check.sh --quick runs)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=""
@@ -27,27 +25,11 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # --- the Docker engine for the e2e tests ---------------------------------------------
-dockerd_pid=""
-dockerd_log="${TMPDIR:-/tmp}/vibepit-test-dockerd.log"
-
-start_docker() {
-  if docker info >/dev/null 2>&1; then return 0; fi
-  echo "test: no Docker engine answers; starting dockerd (log: $dockerd_log)"
-  dockerd >"$dockerd_log" 2>&1 &
-  dockerd_pid=$!
-  local i
-  for i in $(seq 1 120); do
-    if docker info >/dev/null 2>&1; then return 0; fi
-    if ! kill -0 "$dockerd_pid" 2>/dev/null; then break; fi
-    sleep 0.5
-  done
-  echo "test: dockerd did not come up; the end of its log:" >&2
-  tail -20 "$dockerd_log" >&2
-  return 1
-}
+# shellcheck source=scripts/docker-engine.sh
+. scripts/docker-engine.sh
 
 # Remove what the tests made (dev.vibepit.test), then stop the dockerd this script started.
-stop_docker() {
+cleanup_docker() {
   if docker info >/dev/null 2>&1; then
     local ids
     ids=$(docker ps -aq --filter label=dev.vibepit.test)
@@ -59,23 +41,15 @@ stop_docker() {
     ids=$(docker images -q --filter label=dev.vibepit.test | sort -u)
     [ -z "$ids" ] || docker rmi -f $ids >/dev/null
   fi
-  if [ -n "$dockerd_pid" ]; then
-    kill "$dockerd_pid" 2>/dev/null
-    wait "$dockerd_pid" 2>/dev/null
-    dockerd_pid=""
-  fi
+  stop_docker
 }
 
-e2e_filter=()
-if [ -n "$quick" ]; then
-  e2e_filter=(-LE 'fuzz|e2e')
-elif start_docker; then
-  trap stop_docker EXIT
+e2e_filter=(-LE fuzz)
+if start_docker; then
+  trap cleanup_docker EXIT
   trap 'exit 130' INT TERM
-  e2e_filter=(-LE fuzz)
 else
   echo "test: the e2e tests will fail: no Docker engine" >&2
-  e2e_filter=(-LE fuzz)
 fi
 
 passed=0
@@ -129,7 +103,7 @@ if build_or_fail release -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON; then
   run_ctest release build "${e2e_filter[@]}"
 fi
 if [ -n "$quick" ]; then
-  summary+=("e2e, asan, tsan, fuzz: not run (--quick)")
+  summary+=("asan, tsan, fuzz: not run (--quick)")
 elif build_or_fail asan; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_ctest asan build-asan "${e2e_filter[@]}"
