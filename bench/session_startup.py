@@ -24,7 +24,7 @@ def main():
         i = sys.argv.index("--runs")
         runs = int(sys.argv[i + 1])
         del sys.argv[i:i + 2]
-    h.BIN = h.bin_dir()
+    h.BIN = h.reachable_copy(h.bin_dir())
     if os.geteuid() != 0 or not h.docker_ready():
         sys.exit("needs root and a running Docker engine")
     inet = h.FakeInternet().start()

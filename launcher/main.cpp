@@ -74,15 +74,20 @@ int main(int argc, char** argv) {
   auto* run_cmd = app.add_subcommand(
       "run", "start a sandbox for the project (or join its running one) and attach to it");
   run_cmd->add_option("path", run_path, "the project (default: the current directory's git root)");
-  run_cmd->add_option("-a,--allow-http", run.allow_http, "allow HTTP/CONNECT to DOMAIN:PORT");
-  run_cmd->add_option("--allow-dns", run.allow_dns, "answer DNS for NAME");
-  run_cmd->add_option("-p,--preset", run.presets, "add a built-in preset's rules");
+  // One value per flag (-p a -p b), so a PATH after them stays the PATH.
+  run_cmd->add_option("-a,--allow-http", run.allow_http, "allow HTTP/CONNECT to DOMAIN:PORT")
+      ->allow_extra_args(false);
+  run_cmd->add_option("--allow-dns", run.allow_dns, "answer DNS for NAME")->allow_extra_args(false);
+  run_cmd->add_option("-p,--preset", run.presets, "add a built-in preset's rules")
+      ->allow_extra_args(false);
   run_cmd->add_option("--image", run.image, "run this image instead of the default sandbox");
   run_cmd->add_option("--memory", run.memory, "the sandbox's memory limit (default 4g)");
   run_cmd->add_option("--cpus", run.cpus, "the sandbox's CPU limit (default: none)")
       ->check(CLI::Range(0.01, 1024.0));
-  run_cmd->add_option("--upstream-dns", run.upstream_dns,
-                      "resolvers the proxy asks (default: the host's)");
+  run_cmd
+      ->add_option("--upstream-dns", run.upstream_dns,
+                   "resolvers the proxy asks (default: the host's)")
+      ->allow_extra_args(false);
   run_cmd->add_flag("-q,--quiet", run.quiet, "no progress lines");
   run_cmd->add_flag("-T,--no-tty", run.no_tty, "no terminal, even when stdin is one");
   run_cmd->add_flag("-y,--yes", run.yes, "approve new .vibepit/network.yaml entries");

@@ -225,11 +225,24 @@ def left_over(label_selector):
     return out
 
 
+def reachable_copy(bin_path):
+    """vibepit and vibepit-proxy copied where the test user can run them: a build tree under
+    root's home (as in scripts/fresh-check.sh) is not. Removed at exit."""
+    import atexit
+    d = tempfile.mkdtemp(prefix="vpe2e-bin-")
+    os.chmod(d, 0o755)
+    for name in ("vibepit", "vibepit-proxy"):
+        shutil.copy2(os.path.join(bin_path, name), os.path.join(d, name))
+        os.chmod(os.path.join(d, name), 0o755)
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
+
 def main():
     global BIN
-    BIN = bin_dir()
     if os.geteuid() != 0:
         print("e2e tests need root (network namespaces, the Docker socket)")
         sys.exit(77)
+    BIN = reachable_copy(bin_dir())
     import unittest
     unittest.main(verbosity=2)

@@ -275,12 +275,18 @@ class FreshSessionTest(unittest.TestCase):
                                                             "--", "bash", "-c", script], **kw)
 
     def test_exit_status_and_cleanup(self):
-        r = self.run_session([], "echo out; echo err >&2; exit 5")
+        # PATH after repeated -p flags stays the PATH (scripts/run.sh calls it so).
+        r = self.run_session(["-p", "github", "-p", "pypi", self.ws.project],
+                             "echo out; echo err >&2; exit 5")
         self.assertEqual(r.returncode, 5, r.stderr)
         self.assertEqual(r.stdout, "out\n")   # stdout and stderr kept apart
         self.assertIn("err\n", r.stderr)
         session = os.listdir(self.ws.sessions_dir())[0]
         self.assertEqual(h.left_over("dev.vibepit.session=" + session), [])
+        with open(os.path.join(self.ws.sessions_dir(), session, "proxy.json")) as f:
+            allowed = json.load(f)["allow-http"]
+        self.assertIn("github.com:443", allowed)
+        self.assertIn("pypi.org:443", allowed)
         # The decision log stays with the session directory.
         self.assertTrue(os.path.exists(os.path.join(self.ws.sessions_dir(), session, "log",
                                                     "decisions.ndjson")))
