@@ -238,7 +238,7 @@ args=()
 [ -n "$quick" ] && args=(--quick)
 echo "== (2) scripts/test.sh ${args[*]}"
 t0=$SECONDS
-scripts/test.sh "${args[@]}" 2>&1 | tee "$log_dir/test.log"
+VIBEPIT_TEST_NO_E2E=1 scripts/test.sh "${args[@]}" 2>&1 | tee "$log_dir/test.log"
 rc=${PIPESTATUS[0]}
 line="$(grep -E '^all: [0-9]+ passed, [0-9]+ failed' "$log_dir/test.log" | tail -1)"
 [ -n "$line" ] || line="no summary line"

@@ -45,7 +45,13 @@ cleanup_docker() {
 }
 
 e2e_filter=(-LE fuzz)
-if start_docker; then
+if [ -n "${VIBEPIT_TEST_NO_E2E:-}" ]; then
+  # scripts/fresh-check.sh sets it: in its chroot a dockerd starts and vibepit run makes a
+  # session (its first step shows that), but exec into a container fails there
+  # ("chdir to cwd ... no such file or directory"), which the e2e tests rely on.
+  e2e_filter=(-LE 'fuzz|e2e')
+  summary_e2e="e2e: not run (VIBEPIT_TEST_NO_E2E)"
+elif start_docker; then
   trap cleanup_docker EXIT
   trap 'exit 130' INT TERM
 else
@@ -54,6 +60,7 @@ fi
 
 passed=0
 failed=0
+summary_e2e="${summary_e2e:-}"
 status=0
 summary=()
 
@@ -114,6 +121,7 @@ fi
 if [ -z "$quick" ] && build_or_fail fuzz; then run_ctest fuzz build-fuzz -L fuzz; fi
 
 echo
+[ -z "$summary_e2e" ] || summary+=("$summary_e2e")
 echo "== test summary =="
 for s in "${summary[@]}"; do echo "  $s"; done
 echo "all: $passed passed, $failed failed"
