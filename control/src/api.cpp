@@ -222,6 +222,10 @@ ApiResponse ControlApi::handle(const ApiRequest& req) const {
     if (req.method != "POST") return method_not_allowed("POST");
     return add_rules(p == "/v1/allow-http" ? RuleList::allow_http : RuleList::allow_dns, req);
   }
+  if (p == "/v1/mode") {
+    if (req.method != "POST") return method_not_allowed("POST");
+    return set_mode(req);
+  }
   if (p == "/v1/decisions") {
     if (!get) return method_not_allowed("GET");
     return decisions(req);
@@ -246,6 +250,7 @@ ApiResponse ControlApi::handle(const ApiRequest& req) const {
 ApiResponse ControlApi::rules_view() const {
   auto snap = store_.current();
   return json_response(200, {{"generation", snap->generation},
+                             {"mode", policy::to_string(snap->rules.mode)},
                              {"allow-http", snap->rules.allow_http},
                              {"allow-dns", snap->rules.allow_dns},
                              {"block-cidr", snap->rules.block_cidr}});
@@ -294,6 +299,19 @@ ApiResponse ControlApi::add_rules(RuleList list, const ApiRequest& req) const {
   const auto& ok = std::get<AddResult>(result);
   return json_response(
       200, {{"added", ok.added}, {"existing", ok.existing}, {"generation", ok.generation}});
+}
+
+ApiResponse ControlApi::set_mode(const ApiRequest& req) const {
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  const auto mode =
+      body.is_object() && body.size() == 1 && body.contains("mode") && body["mode"].is_string()
+          ? policy::parse_mode(body["mode"].get<std::string>())
+          : std::nullopt;
+  if (!mode) return error_response(400, "the body must be {\"mode\": \"enforce\" or \"audit\"}");
+  bool changed = false;
+  const auto generation = rules_.set_mode(*mode, changed);
+  return json_response(
+      200, {{"mode", policy::to_string(*mode)}, {"changed", changed}, {"generation", generation}});
 }
 
 ApiResponse ControlApi::decisions(const ApiRequest& req) const {

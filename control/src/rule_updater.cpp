@@ -1,5 +1,6 @@
 #include "vibepit/control/rule_updater.hpp"
 
+#include <stdexcept>
 #include <unordered_set>
 
 namespace vibepit::control {
@@ -56,6 +57,20 @@ std::variant<AddResult, std::vector<policy::RuleError>> RuleUpdater::add(
   if (auto* errs = std::get_if<std::vector<policy::RuleError>>(&compiled)) return *errs;
   out.generation = store_.publish(std::get<std::shared_ptr<policy::Snapshot>>(std::move(compiled)));
   return out;
+}
+
+std::uint64_t RuleUpdater::set_mode(policy::Mode mode, bool& changed) {
+  std::lock_guard lock(mu_);
+  auto snap = store_.current();
+  changed = snap->rules.mode != mode;
+  if (!changed) return snap->generation;
+  policy::RuleSet next = snap->rules;
+  next.mode = mode;
+  // The rules compiled once already; only a broken invariant could fail here.
+  auto compiled = policy::compile_mutable(next);
+  if (std::holds_alternative<std::vector<policy::RuleError>>(compiled))
+    throw std::logic_error("the rules in force no longer compile");
+  return store_.publish(std::get<std::shared_ptr<policy::Snapshot>>(std::move(compiled)));
 }
 
 }  // namespace vibepit::control

@@ -142,6 +142,11 @@ bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::addres
   if (err == WireError::short_header || err == WireError::is_response) return false;
   auto now = clock::now();
   auto rec = make_record(q, client, client_port, t);
+  // One snapshot for the whole decision; every record, refusals included, names its
+  // generation and mode.
+  auto snap = store_.current();
+  rec.gen = snap->generation;
+  rec.mode = snap->rules.mode;
   if (!limiter_.allow(client, now)) {
     rec.reason = policy::Reason::rate_limited;
     rec.detail = "client over dns-client-qps";
@@ -154,8 +159,6 @@ bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::addres
     reply_error(pkt, q, err == WireError::bad_opcode ? Rcode::notimp : Rcode::formerr, rec, to);
     return true;
   }
-  auto snap = store_.current();
-  rec.gen = snap->generation;
   if (q.qname.len > cfg_.dns.max_qname || longest_label(q.qname.view()) > cfg_.dns.max_label) {
     rec.reason = policy::Reason::invalid_target;
     rec.detail = "name longer than dns-max-qname or a label longer than dns-max-label";
@@ -165,6 +168,7 @@ bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::addres
   // Policy first, always: a cached answer never outlives the rule that let it in.
   auto verdict = check_query(q, *snap, qtypes_);
   rec.reason = verdict.reason;
+  rec.would_deny = verdict.would_deny;
   if (verdict.rule) rec.rule = verdict.rule->text;
   // Allowed queries need no explanation; denials say why.
   if (verdict.action != QueryAction::forward && !verdict.detail.empty()) {
@@ -271,6 +275,7 @@ void DnsWorker::finish_forward(Forward& f, int status, std::span<const std::uint
   // Judge the answer with the rules in force now.
   auto snap = store_.current();
   rec.gen = snap->generation;
+  rec.mode = snap->rules.mode;
   auto verdict = check_answer(info.addrs, *snap);
   if (!verdict.allowed) {
     rec.reason = policy::Reason::blocked_address;
@@ -288,8 +293,7 @@ void DnsWorker::finish_forward(Forward& f, int status, std::span<const std::uint
     reply_error(f.pkt, f.q, Rcode::servfail, rec, f.to);
     return;
   }
-  rec.verdict = policy::Verdict::allow;
-  rec.reason = policy::Reason::allowlisted;
+  rec.verdict = policy::Verdict::allow;  // the reason is the query's: allowlisted, or audit's
   emit(rec, info.rcode);
   deliver(f.to, std::span<const std::uint8_t>(wbuf_.data(), n));
 }

@@ -25,18 +25,25 @@ QueryVerdict check_query(const Query& q, const policy::Snapshot& snap, const Qty
     return {QueryAction::deny, Reason::not_allowlisted, nullptr, "class not IN"};
   }
   // A name with escaped octets cannot be written as an allow-dns entry, so it never matches.
-  const policy::DnsRule* rule = q.qname.plain ? snap.dns.match(q.qname.view()) : nullptr;
-  if (rule == nullptr) {
-    return {QueryAction::deny, Reason::not_allowlisted, nullptr,
-            q.qname.plain ? "name not in allow-dns" : "name has escaped octets"};
+  // No rule can ever match it, so audit mode does not let it through either.
+  if (!q.qname.plain) {
+    return {QueryAction::deny, Reason::not_allowlisted, nullptr, "name has escaped octets"};
   }
+  const policy::DnsRule* rule = snap.dns.match(q.qname.view());
+  const bool would_deny = rule == nullptr && snap.rules.mode == policy::Mode::audit;
+  if (rule == nullptr && !would_deny) {
+    return {QueryAction::deny, Reason::not_allowlisted, nullptr, "name not in allow-dns"};
+  }
+  const Reason reason = rule ? Reason::allowlisted : Reason::not_allowlisted;
   if (q.qtype == qtype::ANY) {
-    return {QueryAction::any_hinfo, Reason::allowlisted, rule, "ANY answered per RFC 8482"};
+    return {QueryAction::any_hinfo, reason, rule, "ANY answered per RFC 8482", would_deny};
   }
+  // dns-qtypes is configuration, not a rule: a type outside it stays refused in audit mode.
   if (!types.contains(q.qtype)) {
     return {QueryAction::deny_qtype, Reason::not_allowlisted, rule, "query type not allowed"};
   }
-  return {QueryAction::forward, Reason::allowlisted, rule, "allow-dns rule matched"};
+  return {QueryAction::forward, reason, rule,
+          would_deny ? "audit: no allow-dns rule matched" : "allow-dns rule matched", would_deny};
 }
 
 AnswerVerdict check_answer(std::span<const policy::IpAddr> addrs, const policy::Snapshot& snap) {

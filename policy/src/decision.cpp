@@ -71,6 +71,14 @@ std::string_view to_string(Reason r) {
   return "unknown";
 }
 
+Decision apply_mode(Decision d, Mode mode) {
+  if (mode == Mode::audit && d.verdict == Verdict::deny && d.reason == Reason::not_allowlisted) {
+    d.verdict = Verdict::allow;
+    d.would_deny = true;
+  }
+  return d;
+}
+
 Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& snap) {
   if (host.empty() || port == 0) return deny(Reason::invalid_target);
   std::string_view literal = host;
@@ -84,19 +92,19 @@ Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& 
       d.range = std::move(c.range);
       return d;
     }
-    return from_match(snap.http.match(ip->to_string(), port));
+    return apply_mode(from_match(snap.http.match(ip->to_string(), port)), snap.rules.mode);
   }
   std::string storage;
   std::string_view name = normalised(host, storage);
   if (!valid_name(name)) return deny(Reason::invalid_target);
-  return from_match(snap.http.match(name, port));
+  return apply_mode(from_match(snap.http.match(name, port)), snap.rules.mode);
 }
 
 Decision decide_dns(std::string_view qname, const Snapshot& snap) {
   std::string storage;
   std::string_view name = normalised(qname, storage);
   if (!valid_name(name)) return deny(Reason::invalid_target);
-  return from_match(snap.dns.match(name));
+  return apply_mode(from_match(snap.dns.match(name)), snap.rules.mode);
 }
 
 }  // namespace vibepit::policy

@@ -42,10 +42,21 @@ std::shared_ptr<const Snapshot> alias(const std::shared_ptr<const Holder>& holde
 
 }  // namespace
 
+std::string_view to_string(Mode m) {
+  return m == Mode::audit ? "audit" : "enforce";
+}
+
+std::optional<Mode> parse_mode(std::string_view text) {
+  if (text == "enforce") return Mode::enforce;
+  if (text == "audit") return Mode::audit;
+  return std::nullopt;
+}
+
 std::variant<std::shared_ptr<Snapshot>, std::vector<RuleError>> compile_mutable(
     const RuleSet& rules, std::uint64_t generation) {
   auto snap = std::make_shared<Snapshot>();
   snap->generation = generation;
+  snap->rules.mode = rules.mode;
   std::vector<RuleError> errors;
   for (const auto& entry : rules.allow_http) {
     auto parsed = parse_http_rule(entry);

@@ -265,6 +265,10 @@ Config parse_config(std::string_view json_text) {
       cfg.rules.allow_dns = string_list(v, key);
     } else if (key == "block-cidr") {
       cfg.rules.block_cidr = string_list(v, key);
+    } else if (key == "mode") {
+      const auto mode = v.is_string() ? policy::parse_mode(v.get<std::string>()) : std::nullopt;
+      if (!mode) throw ConfigError(key, "must be \"enforce\" or \"audit\"");
+      cfg.rules.mode = *mode;
     } else if (key == "decision-log") {
       if (!v.is_string() || v.get<std::string>().empty()) {
         throw ConfigError(key, "must be a file path or \"-\" for standard output");

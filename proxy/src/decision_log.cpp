@@ -101,6 +101,13 @@ void field(std::string& out, const char* name, std::uint64_t v) {
   out += std::to_string(v);
 }
 
+void mode_fields(std::string& out, const DecisionRecord& r) {
+  field(out, "mode", policy::to_string(r.mode));
+  // would_deny marks an allow that no rule matched. A later stage may still deny the request
+  // (every resolved address blocked, the name did not resolve): that record is a denial.
+  if (r.would_deny && r.verdict == policy::Verdict::allow) out += ",\"would_deny\":true";
+}
+
 void dns_fields(std::string& out, const DecisionRecord& r) {
   if (r.client.empty() && r.client_port != 0) {
     auto ip = r.client_ip.to_string();
@@ -126,6 +133,7 @@ void dns_fields(std::string& out, const DecisionRecord& r) {
   if (!r.range.empty()) field(out, "range", r.range);
   if (!r.detail.empty()) field(out, "detail", r.detail);
   field(out, "gen", r.gen);
+  mode_fields(out, r);
   if (r.elapsed_us) field(out, "us", std::uint64_t{r.elapsed_us});
 }
 
@@ -159,6 +167,7 @@ std::string to_json_line(const DecisionRecord& r) {
   if (!r.detail.empty()) field(out, "detail", r.detail);
   if (r.status != 0) field(out, "status", std::uint64_t{r.status});
   field(out, "gen", r.gen);
+  mode_fields(out, r);
   if (r.elapsed_us && !r.close) field(out, "us", std::uint64_t{r.elapsed_us});
   if (r.close || r.totals) {
     field(out, "bytes_up", r.bytes_up);

@@ -149,7 +149,9 @@ asio::awaitable<void> Session::run() {
         rec.reason = policy::Reason::invalid_target;
         rec.detail = err->what;
         rec.status = 400;
-        rec.gen = w_.store.generation();
+        const auto snap = w_.store.current();
+        rec.gen = snap->generation;
+        rec.mode = snap->rules.mode;
         emit(std::move(rec));
       }
       co_await refuse(400, ProxyError::http_request_error,
@@ -196,6 +198,10 @@ DecisionRecord Session::new_record(std::string_view method, const Authority& tar
   rec.method = std::string(method);
   rec.host = target.host;
   rec.port = target.port;
+  // Refusals made before the decision carry the mode too; decide_and_dial sets both anew.
+  const auto snap = w_.store.current();
+  rec.gen = snap->generation;
+  rec.mode = snap->rules.mode;
   return rec;
 }
 
@@ -220,8 +226,10 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
   Dial out;
   auto snap = w_.store.current();  // one snapshot for the whole decision
   rec.gen = snap->generation;
+  rec.mode = snap->rules.mode;
   auto d = policy::decide_http(target.host, target.port, *snap);
   rec.verdict = d.verdict;
+  rec.would_deny = d.would_deny;
   rec.reason = d.reason;
   rec.rule = d.rule;
   rec.range = d.range;

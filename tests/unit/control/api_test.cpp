@@ -111,6 +111,40 @@ TEST_F(ApiTest, DnsRulesReachTheDnsMatcher) {
   EXPECT_EQ(policy::decide_dns("pypi.org", *snap).verdict, policy::Verdict::deny);  // apex
 }
 
+TEST_F(ApiTest, ModeSwitchesToAuditAndBack) {
+  EXPECT_EQ(body(call("GET", "/v1/rules"))["mode"], "enforce");
+  auto gen = store_.generation();
+  auto r = call("POST", "/v1/mode", R"({"mode":"audit"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(body(r)["changed"], true);
+  EXPECT_EQ(body(r)["generation"], gen + 1);
+  auto rules = body(call("GET", "/v1/rules"));
+  EXPECT_EQ(rules["mode"], "audit");
+  EXPECT_EQ(rules["allow-http"], json::array({"example.com:443"}));  // the rules stay
+  auto d = policy::decide_http("other.example", 443, *store_.current());
+  EXPECT_EQ(d.verdict, policy::Verdict::allow);
+  EXPECT_TRUE(d.would_deny);
+  // The same mode again publishes nothing.
+  auto again = body(call("POST", "/v1/mode", R"({"mode":"audit"})"));
+  EXPECT_EQ(again["changed"], false);
+  EXPECT_EQ(store_.generation(), gen + 1);
+  ASSERT_EQ(call("POST", "/v1/mode", R"({"mode":"enforce"})").status, 200);
+  EXPECT_EQ(policy::decide_http("other.example", 443, *store_.current()).verdict,
+            policy::Verdict::deny);
+}
+
+TEST_F(ApiTest, ModeRefusesAnythingElse) {
+  auto gen = store_.generation();
+  for (const char* bad : {R"({"mode":"learn"})", R"({"mode":1})", R"({"mode":"audit","x":1})",
+                          R"(["audit"])", "not json", ""}) {
+    auto r = call("POST", "/v1/mode", bad);
+    EXPECT_EQ(r.status, 400) << bad;
+    EXPECT_NE(r.body.find("enforce"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(call("GET", "/v1/mode").status, 405);
+  EXPECT_EQ(store_.generation(), gen);
+}
+
 TEST_F(ApiTest, OneBadEntryAppliesNothing) {
   auto gen = store_.generation();
   auto r =

@@ -17,8 +17,10 @@ using policy::Reason;
 using QA = QueryAction;
 
 std::shared_ptr<const policy::Snapshot> snapshot(std::vector<std::string> allow_dns,
-                                                 std::vector<std::string> block_cidr = {}) {
+                                                 std::vector<std::string> block_cidr = {},
+                                                 policy::Mode mode = policy::Mode::enforce) {
   policy::RuleSet rules;
+  rules.mode = mode;
   rules.allow_dns = std::move(allow_dns);
   rules.block_cidr = std::move(block_cidr);
   return std::get<std::shared_ptr<const policy::Snapshot>>(policy::compile(rules, 1));
@@ -37,6 +39,16 @@ struct Row {
 
 test::Bytes wire(std::string_view dotted) {
   return test::Msg().name(dotted).b;
+}
+
+// One question with the default dns-qtypes, parsed and judged.
+QueryVerdict judge(const policy::Snapshot& snap, const test::Bytes& qname, std::uint16_t qtype,
+                   std::uint16_t qclass, const char* what) {
+  const test::Bytes pkt =
+      test::Msg().header(1, kFlagRD, 1, 0, 0, 0).raw(qname).u16(qtype).u16(qclass).b;
+  Query q;
+  EXPECT_EQ(parse_query(pkt, q), WireError::none) << what;
+  return check_query(q, snap, QtypeSet());
 }
 
 TEST(CheckQuery, Table) {
@@ -83,18 +95,51 @@ TEST(CheckQuery, Table) {
       {"class ANY", rules, wire("example.com"), qtype::A, 255, QA::deny, Reason::not_allowlisted,
        ""},
   };
-  const QtypeSet types;
   for (const Row& r : rows) {
     const auto snap = snapshot(r.rules);
-    const test::Bytes pkt =
-        test::Msg().header(1, kFlagRD, 1, 0, 0, 0).raw(r.qname).u16(r.qtype).u16(r.qclass).b;
-    Query q;
-    ASSERT_EQ(parse_query(pkt, q), WireError::none) << r.what;
-    const QueryVerdict v = check_query(q, *snap, types);
+    const QueryVerdict v = judge(*snap, r.qname, r.qtype, r.qclass, r.what);
     EXPECT_EQ(v.action, r.action) << r.what;
     EXPECT_EQ(v.reason, r.reason) << r.what;
     EXPECT_EQ(v.rule ? std::string_view(v.rule->text) : std::string_view(), r.rule) << r.what;
     EXPECT_FALSE(v.detail.empty()) << r.what;
+  }
+}
+
+// Audit mode: a plain name no rule matches is forwarded and marked would_deny; what no rule
+// could ever allow (escaped octets, other classes, meta and unlisted types) is refused as in
+// enforce.
+TEST(CheckQuery, AuditTable) {
+  const auto snap = snapshot({"example.com"}, {}, policy::Mode::audit);
+  constexpr std::uint16_t IN = kClassIN;
+  struct AuditRow {
+    const char* what;
+    test::Bytes qname;
+    std::uint16_t qtype, qclass;
+    QA action;
+    Reason reason;
+    bool would_deny;
+  } rows[] = {
+      {"allowed name", wire("example.com"), qtype::A, IN, QA::forward, Reason::allowlisted, false},
+      {"unlisted name goes ahead", wire("other.test"), qtype::A, IN, QA::forward,
+       Reason::not_allowlisted, true},
+      {"unlisted name, AAAA", wire("www.example.com"), qtype::AAAA, IN, QA::forward,
+       Reason::not_allowlisted, true},
+      {"unlisted ANY: RFC 8482 answer", wire("other.test"), qtype::ANY, IN, QA::any_hinfo,
+       Reason::not_allowlisted, true},
+      {"escaped octets stay refused", test::Msg().label("a b").name("other.test").b, qtype::A, IN,
+       QA::deny, Reason::not_allowlisted, false},
+      {"class CH stays refused", wire("other.test"), qtype::A, 3, QA::deny, Reason::not_allowlisted,
+       false},
+      {"AXFR stays refused", wire("other.test"), qtype::AXFR, IN, QA::notimp,
+       Reason::invalid_target, false},
+      {"a type outside dns-qtypes stays refused", wire("other.test"), qtype::HINFO, IN,
+       QA::deny_qtype, Reason::not_allowlisted, false},
+  };
+  for (const auto& r : rows) {
+    const QueryVerdict v = judge(*snap, r.qname, r.qtype, r.qclass, r.what);
+    EXPECT_EQ(v.action, r.action) << r.what;
+    EXPECT_EQ(v.reason, r.reason) << r.what;
+    EXPECT_EQ(v.would_deny, r.would_deny) << r.what;
   }
 }
 

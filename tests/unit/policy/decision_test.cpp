@@ -6,8 +6,9 @@
 namespace vibepit::policy {
 namespace {
 
-std::shared_ptr<const Snapshot> snapshot() {
+std::shared_ptr<const Snapshot> snapshot(Mode mode = Mode::enforce) {
   RuleSet rules;
+  rules.mode = mode;
   rules.allow_http = {"example.com:443",         "*.example.com:8*", "203.0.113.7:443",
                       "[2001:db8::1]:443",       "100.64.0.1:443",   "198.51.100.7:443",
                       "[::ffff:203.0.113.9]:443"};
@@ -90,6 +91,75 @@ TEST(DecisionTest, Dns) {
     EXPECT_EQ(d.rule, c.rule) << c.qname;
     EXPECT_EQ(d.range, "") << c.qname;
   }
+}
+
+// Audit mode: what no rule matched goes ahead, marked would_deny; what no rule could ever
+// allow (blocked ranges, block-cidr, unparsable targets) is denied exactly as in enforce.
+TEST(DecisionTest, AuditHttp) {
+  auto snap = snapshot(Mode::audit);
+  struct Case {
+    std::string_view host;
+    std::uint16_t port;
+    Verdict verdict;
+    Reason reason;
+    bool would_deny;
+  } cases[] = {
+      {"example.com", 443, Verdict::allow, Reason::allowlisted, false},        // a rule matches
+      {"example.com", 80, Verdict::allow, Reason::not_allowlisted, true},      // port misses
+      {"other.test", 443, Verdict::allow, Reason::not_allowlisted, true},      // no rule
+      {"203.0.113.8", 443, Verdict::allow, Reason::not_allowlisted, true},     // public IP, no rule
+      {"127.0.0.1", 443, Verdict::deny, Reason::blocked_address, false},       // loopback
+      {"10.0.0.1", 443, Verdict::deny, Reason::blocked_address, false},        // private canary
+      {"169.254.169.254", 80, Verdict::deny, Reason::blocked_address, false},  // metadata
+      {"fd00::1", 443, Verdict::deny, Reason::blocked_address, false},         // ULA
+      {"100.64.0.1", 443, Verdict::deny, Reason::blocked_address, false},      // default-blocked
+      {"198.51.100.9", 443, Verdict::deny, Reason::blocked_address, false},    // block-cidr
+      {"127.1", 443, Verdict::deny, Reason::invalid_target, false},            // short IPv4
+      {"", 443, Verdict::deny, Reason::invalid_target, false},                 // empty host
+      {"example.com", 0, Verdict::deny, Reason::invalid_target, false},        // port 0
+  };
+  for (const auto& c : cases) {
+    Decision d = decide_http(c.host, c.port, *snap);
+    EXPECT_EQ(d.verdict, c.verdict) << c.host << ":" << c.port;
+    EXPECT_EQ(d.reason, c.reason) << c.host << ":" << c.port << " " << to_string(d.reason);
+    EXPECT_EQ(d.would_deny, c.would_deny) << c.host << ":" << c.port;
+  }
+}
+
+TEST(DecisionTest, AuditDns) {
+  auto snap = snapshot(Mode::audit);
+  struct Case {
+    std::string_view qname;
+    Verdict verdict;
+    Reason reason;
+    bool would_deny;
+  } cases[] = {
+      {"example.com", Verdict::allow, Reason::allowlisted, false},         // a rule matches
+      {"www.example.com", Verdict::allow, Reason::not_allowlisted, true},  // no rule
+      {"203.0.113.7", Verdict::deny, Reason::invalid_target, false},       // not a name
+      {"a..wild.test", Verdict::deny, Reason::invalid_target, false},      // empty label
+  };
+  for (const auto& c : cases) {
+    Decision d = decide_dns(c.qname, *snap);
+    EXPECT_EQ(d.verdict, c.verdict) << c.qname;
+    EXPECT_EQ(d.reason, c.reason) << c.qname;
+    EXPECT_EQ(d.would_deny, c.would_deny) << c.qname;
+  }
+}
+
+TEST(DecisionTest, EnforceNeverMarksWouldDeny) {
+  auto snap = snapshot(Mode::enforce);
+  EXPECT_FALSE(decide_http("other.test", 443, *snap).would_deny);
+  EXPECT_FALSE(decide_dns("other.test", *snap).would_deny);
+}
+
+TEST(DecisionTest, ModeNames) {
+  EXPECT_EQ(to_string(Mode::enforce), "enforce");
+  EXPECT_EQ(to_string(Mode::audit), "audit");
+  EXPECT_EQ(parse_mode("audit"), Mode::audit);
+  EXPECT_EQ(parse_mode("enforce"), Mode::enforce);
+  EXPECT_EQ(parse_mode("Audit"), std::nullopt);
+  EXPECT_EQ(parse_mode(""), std::nullopt);
 }
 
 TEST(DecisionTest, EmptySnapshotDeniesEverything) {

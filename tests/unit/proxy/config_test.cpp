@@ -18,6 +18,13 @@ TEST(Config, MinimalConfigGetsDefaults) {
   EXPECT_EQ(cfg.header_timeout, std::chrono::seconds(10));
   EXPECT_EQ(cfg.splice, SpliceMode::automatic);
   EXPECT_TRUE(cfg.rules.allow_http.empty());  // default deny
+  EXPECT_EQ(cfg.rules.mode, policy::Mode::enforce);
+}
+
+TEST(Config, AuditMode) {
+  auto cfg = parse_config(
+      R"({"proxy-listen": ["127.0.0.1:0"], "upstream-dns": ["203.0.113.2"], "mode": "audit"})");
+  EXPECT_EQ(cfg.rules.mode, policy::Mode::audit);
 }
 
 TEST(Config, FullConfig) {
@@ -140,6 +147,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"{" BASE R"(, "max-request-head": 100})", "max-request-head", "out of range"},
         BadConfig{"{" BASE R"(, "threads": "many"})", "threads", "\"many\""},
         BadConfig{"{" BASE R"(, "splice": "always"})", "splice", "\"always\""},
+        BadConfig{"{" BASE R"(, "mode": "learn"})", "mode", "\"enforce\" or \"audit\""},
+        BadConfig{"{" BASE R"(, "mode": true})", "mode", "\"enforce\" or \"audit\""},
         BadConfig{"{" BASE R"(, "decision-log": ""})", "decision-log", "file path"},
         BadConfig{"{" BASE R"(, "dns-listen": ["localhost:53"]})", "dns-listen", "localhost"},
         BadConfig{"{" BASE R"(, "dns-deny-rcode": "SERVFAIL"})", "dns-deny-rcode", "SERVFAIL"},

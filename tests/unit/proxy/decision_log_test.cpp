@@ -40,6 +40,31 @@ TEST(DecisionLog, DecisionLineHasTheContractFields) {
   EXPECT_EQ(j["verdict"], "allow");
   EXPECT_EQ(j["ts"], "2023-11-14T22:13:20.123456Z");
   EXPECT_FALSE(j.contains("bytes_up"));  // only on close
+  EXPECT_EQ(j["mode"], "enforce");
+  EXPECT_FALSE(j.contains("would_deny"));  // only when audit mode let it through
+}
+
+TEST(DecisionLog, AuditRecordsCarryTheModeAndWouldDeny) {
+  auto r = sample();
+  r.mode = policy::Mode::audit;
+  r.reason = policy::Reason::not_allowlisted;
+  r.rule.clear();
+  r.would_deny = true;
+  auto j = nlohmann::json::parse(to_json_line(r));
+  EXPECT_EQ(j["mode"], "audit");
+  EXPECT_EQ(j["verdict"], "allow");
+  EXPECT_EQ(j["reason"], "not_allowlisted");
+  EXPECT_EQ(j["would_deny"], true);
+  r.src = "dns";
+  r.qtype = 1;
+  j = nlohmann::json::parse(to_json_line(r));
+  EXPECT_EQ(j["mode"], "audit");
+  EXPECT_EQ(j["would_deny"], true);
+  // Denied at a later stage (the name resolved into a blocked range): a plain denial.
+  r.verdict = policy::Verdict::deny;
+  r.reason = policy::Reason::blocked_address;
+  j = nlohmann::json::parse(to_json_line(r));
+  EXPECT_FALSE(j.contains("would_deny"));
 }
 
 TEST(DecisionLog, DnsLineHasTheDnsFields) {

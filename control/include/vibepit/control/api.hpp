@@ -95,6 +95,7 @@ class ControlApi {
  private:
   ApiResponse rules_view() const;
   ApiResponse add_rules(RuleList list, const ApiRequest& req) const;
+  ApiResponse set_mode(const ApiRequest& req) const;
   ApiResponse decisions(const ApiRequest& req) const;
 
   RuleUpdater& rules_;

@@ -31,6 +31,10 @@ class RuleUpdater {
   std::variant<AddResult, std::vector<policy::RuleError>> add(
       RuleList list, const std::vector<std::string>& entries);
 
+  // Publish the same rules in `mode`. Returns the generation in force afterwards; when the
+  // mode is already `mode`, nothing is published and `changed` is false.
+  std::uint64_t set_mode(policy::Mode mode, bool& changed);
+
  private:
   std::mutex mu_;  // one writer at a time, so no addition is lost between read and publish
   policy::SnapshotStore& store_;

@@ -29,9 +29,16 @@ struct Decision {
   Reason reason = Reason::not_allowlisted;
   std::string rule;   // the entry that matched, empty when none
   std::string range;  // for blocked_address: the range that blocked
+  // Audit mode only: no rule matched (reason not_allowlisted), yet the verdict is allow.
+  bool would_deny = false;
 };
 
+// The mode's last word on a decision: in audit mode a denial whose only reason is that no
+// rule matched becomes an allow marked would_deny. Every other denial stands.
+Decision apply_mode(Decision d, Mode mode);
+
 // `host` is a normalised name or canonical IP text. IP literals are also classified here.
+// Both apply the snapshot's mode.
 Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& snap);
 // `qname` must be normalised.
 Decision decide_dns(std::string_view qname, const Snapshot& snap);

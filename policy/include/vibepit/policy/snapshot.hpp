@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -16,11 +18,20 @@
 
 namespace vibepit::policy {
 
-// The textual rule set, as given in config or added at runtime.
+// How the rules are applied. In audit mode a request that no allow rule matches goes ahead
+// and is recorded as would_deny; everything no rule could ever allow (blocked addresses,
+// invalid targets, refused query types) stays denied. See decide_http().
+enum class Mode { enforce, audit };
+
+std::string_view to_string(Mode m);
+std::optional<Mode> parse_mode(std::string_view text);  // "enforce" or "audit"
+
+// The textual rule set, as given in config or added at runtime, and the mode it runs in.
 struct RuleSet {
   std::vector<std::string> allow_http;
   std::vector<std::string> allow_dns;
   std::vector<std::string> block_cidr;
+  Mode mode = Mode::enforce;
 };
 
 struct Snapshot {

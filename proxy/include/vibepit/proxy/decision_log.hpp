@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "vibepit/policy/decision.hpp"
+#include "vibepit/policy/snapshot.hpp"
 
 namespace vibepit::proxy {
 
@@ -36,6 +37,8 @@ struct DecisionRecord {
   std::string detail;        // a short human explanation
   std::uint16_t status = 0;  // HTTP status sent to the client
   std::uint64_t gen = 0;
+  policy::Mode mode = policy::Mode::enforce;  // the snapshot's mode at decision time
+  bool would_deny = false;                    // audit mode: allowed although no rule matched
   std::uint64_t bytes_up = 0;
   std::uint64_t bytes_down = 0;
   std::uint64_t ms = 0;
