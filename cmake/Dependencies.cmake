@@ -7,6 +7,8 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(yaml-cpp REQUIRED)  # .vibepit/network.yaml, comments kept (libyaml-cpp-dev)
+# vibepit ci --mode learn: registrable domains from the Public Suffix List (libpsl-dev)
+pkg_check_modules(PSL REQUIRED IMPORTED_TARGET libpsl)
 
 find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)
 add_library(vibepit_asio INTERFACE)

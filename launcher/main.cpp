@@ -7,10 +7,35 @@
 
 #include <CLI/CLI.hpp>
 
+#include "vibepit/launcher/ci_command.hpp"
 #include "vibepit/launcher/commands.hpp"
 #include "vibepit/launcher/image_commands.hpp"
 #include "vibepit/launcher/run_command.hpp"
 #include "vibepit/launcher/session_commands.hpp"
+
+namespace {
+
+// The options `run` and `ci` share: the rules and the sandbox's settings. One value per
+// flag (-p a -p b), so a PATH after them stays the PATH.
+void add_session_options(CLI::App* cmd, std::vector<std::string>& allow_http,
+                         std::vector<std::string>& allow_dns, std::vector<std::string>& presets,
+                         vibepit::launcher::SandboxSettings& s) {
+  cmd->add_option("-a,--allow-http", allow_http, "allow HTTP/CONNECT to DOMAIN:PORT")
+      ->allow_extra_args(false);
+  cmd->add_option("--allow-dns", allow_dns, "answer DNS for NAME")->allow_extra_args(false);
+  cmd->add_option("-p,--preset", presets, "add a built-in preset's rules")->allow_extra_args(false);
+  cmd->add_option("--image", s.image, "run this image instead of the default sandbox");
+  cmd->add_option("--memory", s.memory, "the sandbox's memory limit (default 4g)");
+  cmd->add_option("--cpus", s.cpus, "the sandbox's CPU limit (default: none)")
+      ->check(CLI::Range(0.01, 1024.0));
+  cmd->add_option("--upstream-dns", s.upstream_dns,
+                  "resolvers the proxy asks (default: the host's)")
+      ->allow_extra_args(false);
+  cmd->add_option("--sessions-dir", s.sessions_root,
+                  "where sessions live (default: $XDG_STATE_HOME/vibepit/sessions)");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace vibepit::launcher;
@@ -74,27 +99,37 @@ int main(int argc, char** argv) {
   auto* run_cmd = app.add_subcommand(
       "run", "start a sandbox for the project (or join its running one) and attach to it");
   run_cmd->add_option("path", run_path, "the project (default: the current directory's git root)");
-  // One value per flag (-p a -p b), so a PATH after them stays the PATH.
-  run_cmd->add_option("-a,--allow-http", run.allow_http, "allow HTTP/CONNECT to DOMAIN:PORT")
-      ->allow_extra_args(false);
-  run_cmd->add_option("--allow-dns", run.allow_dns, "answer DNS for NAME")->allow_extra_args(false);
-  run_cmd->add_option("-p,--preset", run.presets, "add a built-in preset's rules")
-      ->allow_extra_args(false);
-  run_cmd->add_option("--image", run.image, "run this image instead of the default sandbox");
-  run_cmd->add_option("--memory", run.memory, "the sandbox's memory limit (default 4g)");
-  run_cmd->add_option("--cpus", run.cpus, "the sandbox's CPU limit (default: none)")
-      ->check(CLI::Range(0.01, 1024.0));
-  run_cmd
-      ->add_option("--upstream-dns", run.upstream_dns,
-                   "resolvers the proxy asks (default: the host's)")
-      ->allow_extra_args(false);
+  add_session_options(run_cmd, run.allow_http, run.allow_dns, run.presets, run.sandbox);
   run_cmd->add_flag("-q,--quiet", run.quiet, "no progress lines");
   run_cmd->add_flag("-T,--no-tty", run.no_tty, "no terminal, even when stdin is one");
   run_cmd->add_flag("-y,--yes", run.yes, "approve new .vibepit/network.yaml entries");
-  run_cmd->add_option("--sessions-dir", run.sessions_root,
-                      "where sessions live (default: $XDG_STATE_HOME/vibepit/sessions)");
   run_cmd->footer(
       "Everything after -- is the command to run in the sandbox: vibepit run -- make test");
+
+  CiOptions ci;
+  std::string ci_path, ci_mode = "enforce", ci_format = "json";
+  std::vector<std::string> ci_policies;
+  auto* ci_cmd = app.add_subcommand(
+      "ci", "run a command in a fresh sandbox, non-interactively, and report every destination");
+  ci_cmd->add_option("path", ci_path, "the project (default: the current directory's git root)");
+  ci_cmd
+      ->add_option("--mode", ci_mode,
+                   "enforce (the rules apply), audit (allow and record what they would "
+                   "deny), learn (audit, then propose a network.yaml)")
+      ->check(CLI::IsMember({"enforce", "audit", "learn"}));
+  ci_cmd->add_option("--policy", ci_policies, "a further network.yaml file to apply")
+      ->allow_extra_args(false);
+  add_session_options(ci_cmd, ci.allow_http, ci.allow_dns, ci.presets, ci.sandbox);
+  ci_cmd->add_option("--report", ci.report, "write the report to FILE");
+  ci_cmd->add_option("--format", ci_format, "the report's format: json, markdown, junit")
+      ->check(CLI::IsMember({"json", "markdown", "junit"}));
+  ci_cmd->add_option("--learn-file", ci.learn_file,
+                     "learn mode: where the proposed rules go "
+                     "(default: .vibepit/network.learned.yaml in the project)");
+  ci_cmd->add_flag("--fail-on-deny", ci.fail_on_deny,
+                   "exit 3 when the command exits 0 but something was denied");
+  ci_cmd->add_flag("-q,--quiet", ci.quiet, "no progress lines");
+  ci_cmd->footer("Everything after -- is the command: vibepit ci --fail-on-deny -- make test");
 
   std::string down_path, down_session;
   auto* down =
@@ -141,12 +176,15 @@ int main(int argc, char** argv) {
   // here so that CLI11 never reads the command's own options as ours.
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) != "--") continue;
-    bool is_run = false;
-    for (int j = 1; j < i; ++j) is_run = is_run || std::string_view(argv[j]) == "run";
-    if (!is_run) break;
-    run.command.assign(argv + i + 1, argv + argc);
-    if (run.command.empty()) {
-      std::cerr << "vibepit run: nothing after --\n";
+    std::vector<std::string>* command = nullptr;
+    for (int j = 1; j < i && !command; ++j) {
+      if (std::string_view(argv[j]) == "run") command = &run.command;
+      if (std::string_view(argv[j]) == "ci") command = &ci.command;
+    }
+    if (!command) break;
+    command->assign(argv + i + 1, argv + argc);
+    if (command->empty()) {
+      std::cerr << "vibepit: nothing after --\n";
       return kUsage;
     }
     argc = i;
@@ -169,8 +207,23 @@ int main(int argc, char** argv) {
   if (run_cmd->parsed()) {
     run.path = run_path;
     if (const char* egress = std::getenv("VIBEPIT_TEST_EGRESS_NETWORK"))
-      run.egress_network = egress;
+      run.sandbox.egress_network = egress;
     return cmd_run(run, std::cout, std::cerr);
+  }
+  if (ci_cmd->parsed()) {
+    if (ci.command.empty()) {
+      std::cerr << "vibepit ci: the command to run goes after --: vibepit ci -- make test\n";
+      return kUsage;
+    }
+    ci.path = ci_path;
+    ci.mode = *parse_ci_mode(ci_mode);
+    ci.format = ci_format == "markdown" ? ReportFormat::markdown
+                : ci_format == "junit"  ? ReportFormat::junit
+                                        : ReportFormat::json;
+    ci.policies.assign(ci_policies.begin(), ci_policies.end());
+    if (const char* egress = std::getenv("VIBEPIT_TEST_EGRESS_NETWORK"))
+      ci.sandbox.egress_network = egress;
+    return cmd_ci(ci, std::cout, std::cerr);
   }
   if (down->parsed()) return cmd_down(down_path, down_session, std::cout, std::cerr);
   if (sessions->parsed()) return cmd_sessions(sessions_dir, sessions_json, std::cout, std::cerr);

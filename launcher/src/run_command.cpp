@@ -20,8 +20,7 @@
 #include "vibepit/launcher/image_commands.hpp"
 #include "vibepit/launcher/session.hpp"
 #include "vibepit/launcher/session_rules.hpp"
-#include "vibepit/policy/classify.hpp"
-#include "vibepit/proxy/system_resolvers.hpp"
+#include "vibepit/launcher/session_start.hpp"
 
 namespace vibepit::launcher {
 namespace fs = std::filesystem;
@@ -95,69 +94,11 @@ void watch_signals(sigset_t set) {
   }
 }
 
-bool write_all(int fd, const char* p, std::size_t n) {
-  while (n > 0) {
-    const ssize_t w = fd == STDOUT_FILENO || fd == STDERR_FILENO ? ::write(fd, p, n)
-                                                                 : ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
-// Copy stdin to the stream (a thread that may stay blocked on read until exit) and the
-// stream to stdout/stderr until it ends.
-void pump(docker::Hijacked h, bool tty) {
-  const int fd = h.fd;
-  // The input thread has a descriptor of its own: it may stay blocked on stdin after the
-  // output ends, and must never write to a number that this thread has closed (and that
-  // may since name another file).
-  const int in_fd = ::dup(fd);
-  std::thread([in_fd, tty] {
-    char b[16384];
-    for (;;) {
-      const ssize_t n = ::read(STDIN_FILENO, b, sizeof b);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0 || !write_all(in_fd, b, static_cast<std::size_t>(n))) break;
-    }
-    if (!tty) ::shutdown(in_fd, SHUT_WR);  // the command sees the end of its input
-    ::close(in_fd);
-  }).detach();
-  docker::StreamDemux demux;
-  auto sink = [](docker::StreamDemux::Stream s, std::string_view p) {
-    write_all(s == docker::StreamDemux::Stream::stderr_ ? STDERR_FILENO : STDOUT_FILENO, p.data(),
-              p.size());
-  };
-  auto deliver = [&](std::string_view data) {
-    if (tty) return write_all(STDOUT_FILENO, data.data(), data.size());
-    return demux.feed(data, sink);
-  };
-  deliver(h.buffered);
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || !deliver(std::string_view(buf, static_cast<std::size_t>(n)))) break;
-  }
-  ::close(fd);
-}
-
 void enter_raw_mode() {
   if (::tcgetattr(STDIN_FILENO, &g.saved) != 0) return;
   termios raw = g.saved;
   ::cfmakeraw(&raw);
   if (::tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0) g.raw = true;
-}
-
-std::string now_rfc3339() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char b[32];
-  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return b;
 }
 
 std::optional<Json> running_sandbox(docker::Client& docker, const Project& p) {
@@ -187,7 +128,7 @@ int join(docker::Client& docker, const Json& sandbox, const RunOptions& o, bool 
     enter_raw_mode();
     send_size();
   }
-  pump(std::move(h), tty);
+  pump(std::move(h), tty, true);
   restore_terminal();
   auto info = docker.exec_inspect(exec);
   return info.value("ExitCode", kRunFailed);
@@ -204,25 +145,6 @@ void test_pause(const char* step, std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   std::this_thread::sleep_for(std::chrono::seconds(60));
   lock.lock();
-}
-
-// The host's resolvers for the proxy: /etc/resolv.conf, or systemd-resolved's upstream list
-// when that names only its stub. A loopback resolver (a local dnsmasq, say) is on the
-// host's loopback, which the proxy container cannot reach: that is an error that says so.
-std::vector<std::string> host_resolvers(const Report& report) {
-  auto found = proxy::system_resolvers();
-  std::vector<std::string> out;
-  for (const auto& ep : found.servers) {
-    if (policy::classify_always_blocked(ep.addr).kind == "loopback")
-      throw std::runtime_error("the host's resolver " + ep.to_string() + " (from " + found.source +
-                               ") is on the host's loopback, which the proxy container cannot "
-                               "reach; pass --upstream-dns ADDR with a resolver it can");
-    out.push_back(ep.to_string());
-  }
-  if (report)
-    report("using upstream DNS " + proxy::to_string(found.servers) + " (from " + found.source +
-           ")");
-  return out;
 }
 
 // An exclusive flock on <state>/locks/<project hash>.lock, held while a session is set up.
@@ -264,7 +186,7 @@ bool ask_yes(std::ostream& err, const std::string& question) {
 NetworkFile session_rules(const Project& project, const RunOptions& o, std::ostream& err) {
   const fs::path file_path = project.root / ".vibepit" / "network.yaml";
   const NetworkFile file = read_network_file(file_path);
-  Approvals approvals(state_dir_for(o.sessions_root), project);
+  Approvals approvals(state_dir_for(o.sandbox.sessions_root), project);
   const NetworkFile fresh = approvals.unapproved(file);
   if (!empty(fresh)) {
     err << "vibepit: " << file_path.string() << " has entries you have not approved:\n";
@@ -335,69 +257,23 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     auto docker = connect_docker();
     // One set-up at a time per project: a second vibepit run waits here, then finds the
     // first one's sandbox running and joins it instead of starting another session.
-    ProjectLock project_lock(state_dir_for(o.sessions_root), project);
+    ProjectLock project_lock(state_dir_for(o.sandbox.sessions_root), project);
     if (auto sandbox = running_sandbox(docker, project)) {
       project_lock.release();
       lock.unlock();
       return join(docker, *sandbox, o, tty, report);
     }
 
-    const NetworkFile rules = session_rules(project, o, err);
-    SessionSpec spec;
-    spec.project = project;
-    spec.allow_http = rules.allow_http;
-    spec.allow_dns = rules.allow_dns;
-    spec.command = o.command;
-    spec.tty = tty;
-    spec.memory = parse_memory(o.memory);
-    spec.cpus = o.cpus;
-    spec.upstream_dns = o.upstream_dns.empty() ? host_resolvers(report) : o.upstream_dns;
-    spec.egress_network = o.egress_network;
-    auto user = sandbox_options_for_invoker();
-    spec.uid = ::getuid() == 0 ? user.uid : ::getuid();
-    spec.gid = ::getuid() == 0 ? user.gid : ::getgid();
-
-    auto proxy = ensure_proxy_image(docker, find_proxy_binary(), report);
-    spec.proxy_image = proxy.tag;
-    if (o.image.empty()) {
-      spec.sandbox_image = sandbox_image_tag(user.uid, user.gid);
-      if (!docker.image_inspect(spec.sandbox_image)) {
-        if (report) report("building the default sandbox image (first use)");
-        user.no_pull = true;
-        spec.sandbox_image = build_sandbox_image(docker, user, report);
-      }
-    } else {
-      spec.sandbox_image = o.image;
-      spec.default_image = false;
-      if (!docker.image_inspect(o.image))
-        throw std::runtime_error("no such image: " + o.image + " (vibepit does not pull it)");
-    }
-
-    // 1. The session id and directory.
-    spec.id = control::new_session_id();
-    const fs::path root =
-        o.sessions_root.empty() ? control::default_sessions_root() : o.sessions_root;
-    spec.dir = root / spec.id;
-    fs::create_directories(spec.dir);
-    fs::permissions(spec.dir, fs::perms::owner_all);
-    g.session_id = spec.id;
-    if (report) report("creating session " + spec.id + " for " + project.root.string());
-
-    // 2. Control credentials, made here; the server's half goes to the proxy on its stdin.
-    control::CredentialOptions copts;
-    copts.session_id = spec.id;
-    auto creds = control::issue_session_credentials(copts);
-
-    Session session(docker, spec, report);
-    session.create_networks();  // 3
-    test_pause("network", lock);
-    const std::string control = session.start_proxy(creds.server_side());  // 4
-    test_pause("proxy", lock);
-    control::write_client_set(spec.dir, creds.client_side(),
-                              {spec.id, control, static_cast<std::int64_t>(::getpid()),
-                               now_rfc3339(), project.root.string()});
-    const std::string sandbox = session.create_sandbox();  // 5
-    test_pause("sandbox", lock);
+    SessionRequest req;
+    req.project = project;
+    req.rules = session_rules(project, o, err);
+    req.command = o.command;
+    req.tty = tty;
+    req.sandbox = o.sandbox;
+    const StartedSession started = start_session(
+        docker, req, report, [](const std::string& id) { g.session_id = id; },
+        [&](const char* step) { test_pause(step, lock); });
+    const std::string& sandbox = started.sandbox_id;
     auto h = docker.container_attach(sandbox, true, true, true);
     docker.container_start(sandbox);
     set_resize_target(sandbox, false);
@@ -407,7 +283,7 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     }
     project_lock.release();
     lock.unlock();
-    pump(std::move(h), tty);
+    pump(std::move(h), tty, true);
     restore_terminal();
     int status = kRunFailed;
     try {
@@ -416,7 +292,8 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
       err << "vibepit: " << e.what() << "\n";
     }
     lock.lock();
-    for (const auto& p : remove_session(docker, spec.id)) err << "vibepit: cleanup: " << p << "\n";
+    for (const auto& p : remove_session(docker, started.spec.id))
+      err << "vibepit: cleanup: " << p << "\n";
     g.session_id.clear();
     return status;
   } catch (const std::exception& e) {

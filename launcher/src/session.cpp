@@ -165,6 +165,7 @@ std::string Session::proxy_config() const {
       {"control-listen", {proxy_egress_ip_ + ":" + std::to_string(kControlPort)}},
       {"allow-http", spec_.allow_http},
       {"allow-dns", spec_.allow_dns},
+      {"mode", policy::to_string(spec_.mode)},
       {"block-cidr", host_address_ranges()},
       {"decision-log", std::string(kLogDirInContainer) + "/decisions.ndjson"},
       {"threads", 1},
@@ -292,9 +293,9 @@ std::string Session::create_sandbox() {
       {"Env", env},
       {"WorkingDir", project},
       {"Tty", spec_.tty},
-      {"OpenStdin", true},
-      {"StdinOnce", true},
-      {"AttachStdin", true},
+      {"OpenStdin", spec_.stdin_open},
+      {"StdinOnce", spec_.stdin_open},
+      {"AttachStdin", spec_.stdin_open},
       {"AttachStdout", true},
       {"AttachStderr", true},
       {"Hostname", "vibepit"},
@@ -327,6 +328,10 @@ std::string Session::create_sandbox() {
   sandbox_id_ = docker_.container_create(spec, "vibepit-" + spec_.id + "-sandbox");
   if (report_) report_("creating sandbox " + spec_.sandbox_image + " (" + sandbox_ip_ + ")");
   return sandbox_id_;
+}
+
+fs::path decision_log_path(const fs::path& session_dir) {
+  return session_dir / "log" / "decisions.ndjson";
 }
 
 std::vector<std::string> remove_session(docker::Client& docker, const std::string& session_id) {

@@ -5,18 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "vibepit/launcher/session_start.hpp"
+
 namespace vibepit::launcher {
 
 struct RunOptions {
   std::filesystem::path path;  // the project (default: the current directory)
   std::vector<std::string> allow_http, allow_dns, presets;
-  std::string image;  // empty: the default sandbox image
-  std::string memory = "4g";
-  double cpus = 0;
+  SandboxSettings sandbox;
   std::vector<std::string> command;
-  std::vector<std::string> upstream_dns;
-  std::string egress_network;  // test-only (VIBEPIT_TEST_EGRESS_NETWORK)
-  std::filesystem::path sessions_root;
   bool quiet = false;
   bool no_tty = false;
   bool yes = false;

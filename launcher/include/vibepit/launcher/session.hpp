@@ -12,6 +12,7 @@
 #include "vibepit/docker/client.hpp"
 #include "vibepit/launcher/images.hpp"
 #include "vibepit/launcher/project.hpp"
+#include "vibepit/policy/snapshot.hpp"
 
 namespace vibepit::launcher {
 
@@ -20,6 +21,7 @@ struct SessionSpec {
   Project project;
   std::filesystem::path dir;  // $XDG_STATE_HOME/vibepit/sessions/<id>
   std::vector<std::string> allow_http, allow_dns;
+  policy::Mode mode = policy::Mode::enforce;  // the proxy's mode (vibepit ci --mode audit)
   std::string proxy_image;
   std::string sandbox_image;
   bool default_image = true;  // the image has the user `code` and /home/code
@@ -27,6 +29,7 @@ struct SessionSpec {
   gid_t gid = 0;
   std::vector<std::string> command;  // empty: the image's default (a login shell)
   bool tty = false;
+  bool stdin_open = true;                 // the sandbox's stdin is attached (vibepit ci: not)
   std::int64_t memory = 4LL << 30;        // bytes
   double cpus = 0;                        // 0: no limit
   std::vector<std::string> upstream_dns;  // ADDR[:PORT]
@@ -66,6 +69,9 @@ class Session {
   std::string proxy_ip_, proxy_egress_ip_, sandbox_ip_;
   std::string proxy_id_, sandbox_id_;
 };
+
+// Where the session's proxy writes its decision records, on the host.
+std::filesystem::path decision_log_path(const std::filesystem::path& session_dir);
 
 // Remove the session's containers (forced) and networks, found by label. Returns the
 // failures as messages; an empty result means nothing of the session is left.

@@ -1,0 +1,284 @@
+#include "vibepit/launcher/ci_command.hpp"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <thread>
+
+#include "vibepit/control/session_dir.hpp"
+#include "vibepit/launcher/image_commands.hpp"
+#include "vibepit/launcher/learn.hpp"
+#include "vibepit/launcher/run_command.hpp"
+#include "vibepit/launcher/session_rules.hpp"
+#include "vibepit/launcher/session_start.hpp"
+#include "vibepit/launcher/untrusted_file.hpp"
+
+namespace vibepit::launcher {
+namespace fs = std::filesystem;
+
+namespace {
+
+// What the signal watcher needs to stop a run at any point.
+struct Stop {
+  std::mutex mu;
+  docker::ClientOptions docker;
+  std::string session_id;  // set once something of the session may exist
+  std::string sandbox_id;  // set once the sandbox is created
+  std::atomic<int> signal{0};
+};
+Stop g_stop;
+
+struct Interrupted : std::runtime_error {
+  Interrupted() : std::runtime_error("interrupted") {}
+};
+
+// The first SIGINT/SIGTERM/SIGHUP kills the sandbox (the command ends, the report is still
+// written) or, before there is one, removes what exists of the session so that set-up fails
+// fast. A second one exits at once.
+void watch_signals(sigset_t set) {
+  for (;;) {
+    int sig = 0;
+    if (::sigwait(&set, &sig) != 0) continue;
+    if (g_stop.signal.exchange(sig) != 0) ::_exit(128 + sig);
+    const char msg[] = "\nvibepit ci: stopping; the report will say so\n";
+    (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+    std::lock_guard lock(g_stop.mu);
+    try {
+      docker::Client c(g_stop.docker);
+      if (!g_stop.sandbox_id.empty())
+        c.container_kill(g_stop.sandbox_id, "KILL");
+      else if (!g_stop.session_id.empty())
+        remove_session(c, g_stop.session_id);
+    } catch (const std::exception&) {
+      // The main thread's own clean-up removes the session by label.
+    }
+  }
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+  }
+  return "signal " + std::to_string(sig);
+}
+
+// The pipeline's own checkout is trusted: .vibepit/network.yaml applies as written, and
+// --policy adds files.
+NetworkFile ci_rules(const Project& project, const CiOptions& o) {
+  std::vector<NamedSource> sources;
+  sources.push_back(
+      {".vibepit/network.yaml", read_network_file(project.root / ".vibepit" / "network.yaml")});
+  for (const auto& p : o.policies) {
+    if (!fs::exists(p)) throw std::runtime_error("--policy " + p.string() + ": no such file");
+    sources.push_back({p.string(), read_network_file(p)});
+  }
+  NetworkFile flags;
+  flags.allow_http = o.allow_http;
+  flags.allow_dns = o.allow_dns;
+  flags.presets = o.presets;
+  sources.push_back({"the command line", flags});
+  return merge_rules(sources);
+}
+
+// Fold the session's decision log into the report, a block of lines at a time, so a long
+// job's log never has to fit in memory.
+void read_decision_log(CiReport& report, const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;  // the proxy never started: no records
+  std::string pending;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    pending.append(buf, static_cast<std::size_t>(in.gcount()));
+    const auto last_nl = pending.rfind('\n');
+    if (last_nl == std::string::npos) continue;
+    add_decision_log(report, std::string_view(pending).substr(0, last_nl + 1));
+    pending.erase(0, last_nl + 1);
+  }
+  add_decision_log(report, pending);  // a last line cut short by a crash is counted as odd
+}
+
+std::string render(const CiReport& r, ReportFormat f) {
+  switch (f) {
+    case ReportFormat::markdown:
+      return to_markdown(r);
+    case ReportFormat::junit:
+      return to_junit(r);
+    case ReportFormat::json:
+      break;
+  }
+  return to_json(r);
+}
+
+void decide_exit(CiReport& r) {
+  const auto denied = r.count_where("deny");
+  if (!r.outcome.interrupted.empty()) {
+    r.exit_status = 128 + g_stop.signal.load();
+    r.exit_reason = "vibepit ci was stopped by " + r.outcome.interrupted;
+  } else if (!r.outcome.status) {
+    r.exit_status = kRunFailed;
+    r.exit_reason = "the command did not run: " + r.outcome.error;
+  } else if (*r.outcome.status == 0 && r.fail_on_deny && denied > 0) {
+    r.exit_status = kCiDenied;
+    r.exit_reason = "the command exited 0, but " + std::to_string(denied) + " destination" +
+                    (denied == 1 ? " was" : "s were") + " denied (--fail-on-deny)";
+  } else {
+    r.exit_status = *r.outcome.status;
+    r.exit_reason = "the command's exit status";
+  }
+}
+
+// Append the Markdown report to the job summary when the runner names one (GitHub Actions).
+void append_step_summary(const CiReport& r, std::ostream& err) {
+  const char* path = std::getenv("GITHUB_STEP_SUMMARY");
+  if (path == nullptr || *path == '\0') return;
+  std::ofstream f(path, std::ios::app);
+  f << to_markdown(r);
+  if (!f) err << "vibepit ci: could not append to $GITHUB_STEP_SUMMARY (" << path << ")\n";
+}
+
+void print_summary(const CiReport& r, std::ostream& err) {
+  err << "vibepit ci: " << r.destinations.size() << " destinations: " << r.count_where("allow")
+      << " allowed, " << r.count_where("deny") << " denied";
+  if (r.mode != CiMode::enforce) err << ", " << r.count_where("would_deny") << " would be denied";
+  err << "\n";
+  for (const auto& d : r.destinations) {
+    if (d.verdict == "allow") continue;
+    err << "  " << (d.verdict == "deny" ? "denied     " : "would deny ") << d.protocol << " "
+        << d.host;
+    if (d.protocol != "dns") err << ":" << d.port;
+    err << " (" << d.reason << ")\n";
+  }
+  err << "vibepit ci: exit " << r.exit_status << ": " << r.exit_reason << "\n";
+}
+
+}  // namespace
+
+int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
+  (void)out;  // stdout belongs to the command
+  const bool color = ::isatty(STDERR_FILENO) && std::getenv("NO_COLOR") == nullptr;
+  Report report = status_reporter(err, o.quiet, color);
+  CiReport rep;
+  rep.mode = o.mode;
+  rep.command = o.command;
+  rep.fail_on_deny = o.fail_on_deny;
+  rep.started = now_rfc3339();
+
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  g_stop.docker = docker::Client::options_from_env();
+  std::thread(watch_signals, set).detach();
+  auto check_stop = [] {
+    if (g_stop.signal.load() != 0) throw Interrupted();
+  };
+
+  std::optional<StartedSession> started;
+  std::optional<docker::Client> docker;
+  fs::path session_dir;
+  Project project;
+  try {
+    const char* home = std::getenv("HOME");
+    project = resolve_project(o.path, home ? home : "");
+    rep.project = project.root.string();
+    SessionRequest req;
+    req.project = project;
+    req.rules = ci_rules(project, o);
+    req.command = o.command;
+    req.stdin_open = false;
+    req.sandbox = o.sandbox;
+    req.mode = o.mode == CiMode::enforce ? policy::Mode::enforce : policy::Mode::audit;
+    docker.emplace(connect_docker());
+    const fs::path root = o.sandbox.sessions_root.empty() ? control::default_sessions_root()
+                                                          : o.sandbox.sessions_root;
+    started = start_session(
+        *docker, req, report,
+        [&](const std::string& id) {
+          std::lock_guard lock(g_stop.mu);
+          g_stop.session_id = id;
+          session_dir = root / id;
+        },
+        [&](const char*) { check_stop(); });
+    {
+      std::lock_guard lock(g_stop.mu);
+      g_stop.sandbox_id = started->sandbox_id;
+    }
+    check_stop();
+    auto h = docker->container_attach(started->sandbox_id, false, true, true);
+    docker->container_start(started->sandbox_id);
+    if (report) report("running " + rep.command.front() + " in the sandbox");
+    pump(std::move(h), false, false);
+    const int status = docker->container_wait(started->sandbox_id);
+    if (g_stop.signal.load() == 0) rep.outcome.status = status;
+  } catch (const Interrupted&) {
+  } catch (const std::exception& e) {
+    if (g_stop.signal.load() == 0) {
+      rep.outcome.error = e.what();
+      err << "vibepit ci: " << e.what() << "\n";
+    }
+  }
+  if (const int sig = g_stop.signal.load()) rep.outcome.interrupted = signal_name(sig);
+
+  // A graceful stop lets the proxy write its last records before they are read.
+  std::lock_guard lock(g_stop.mu);  // from here on the watcher only waits for a second signal
+  if (started) {
+    try {
+      docker->container_stop(started->proxy_id, 5);
+    } catch (const std::exception& e) {
+      err << "vibepit ci: stopping the proxy: " << e.what() << "\n";
+    }
+  }
+  if (!session_dir.empty()) read_decision_log(rep, decision_log_path(session_dir));
+  rep.finished = now_rfc3339();
+  if (o.mode == CiMode::learn) {
+    const Proposal p = propose_rules(rep.destinations);
+    rep.proposal_http = p.allow_http;
+    rep.proposal_dns = p.allow_dns;
+  }
+  decide_exit(rep);
+
+  // The report: the session directory always has the JSON; --report adds a file.
+  if (!session_dir.empty()) {
+    std::ofstream f(session_dir / "report.json", std::ios::trunc);
+    f << to_json(rep);
+  }
+  try {
+    if (!o.report.empty()) write_untrusted_file(o.report, render(rep, o.format));
+    if (o.mode == CiMode::learn && !project.root.empty()) {
+      const fs::path learned =
+          o.learn_file.empty() ? project.root / ".vibepit" / "network.learned.yaml" : o.learn_file;
+      write_untrusted_file(learned,
+                           proposal_yaml({rep.proposal_http, rep.proposal_dns},
+                                         "`" + rep.command.front() + "` at " + rep.finished));
+      err << "vibepit ci: proposed rules written to " << learned.string() << "\n";
+    }
+  } catch (const std::exception& e) {
+    err << "vibepit ci: writing the report: " << e.what() << "\n";
+    if (rep.exit_status == 0) rep.exit_status = kRunFailed;
+  }
+  append_step_summary(rep, err);
+  print_summary(rep, err);
+  if (!o.report.empty()) err << "vibepit ci: report written to " << o.report.string() << "\n";
+
+  if (docker && !g_stop.session_id.empty()) {
+    for (const auto& p : remove_session(*docker, g_stop.session_id))
+      err << "vibepit ci: cleanup: " << p << "\n";
+  }
+  return rep.exit_status;
+}
+
+}  // namespace vibepit::launcher
