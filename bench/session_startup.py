@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""Time from `vibepit run -- true` to its exit, with the images present, on a real Docker
-engine (the e2e fake internet as the egress network, so nothing leaves the machine).
-Prints the median, the spread, the launcher's own CPU time, and the proxy image's size.
+"""Time from `vibepit run -- true` and `vibepit ci -- true` to their exit, with the images
+present, on a real Docker engine (the e2e fake internet as the egress network, so nothing
+leaves the machine), beside the baseline measured in the same run: `true` in a plain
+container of the same sandbox image (create, start, wait, remove over the Engine API, as
+`docker run --rm` does). The three are interleaved, run by run, so a slow moment of the
+machine costs each alike. Prints medians, spreads, the ratio to the baseline, vibepit's own
+CPU time, and the proxy image's size.
 
     python3 bench/session_startup.py --bin-dir build/bin [--runs 10]
 """
@@ -18,6 +22,33 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import e2e_harness as h  # noqa: E402
 
 
+def sandbox_image(uid):
+    """The default sandbox image for `uid`, as vibepit built it."""
+    images = json.loads(subprocess.run([os.path.join(h.BIN, "vibepit"), "image", "ls", "--json"],
+                                       capture_output=True, text=True).stdout)
+    for i in images:
+        if i["kind"] == "sandbox" and any(t.endswith("-%d-%d" % (uid, uid)) for t in i["tags"]):
+            return i["tags"][0]
+    sys.exit("no sandbox image for uid %d" % uid)
+
+
+def plain_container(image):
+    """`true` in a plain container: create, start, wait, remove."""
+    status, body = h.docker_api("POST", "/containers/create", {
+        "Image": image, "Cmd": ["true"], "Labels": {h.TEST_LABEL: "bench"}})
+    if status != 201:
+        sys.exit("create failed: %s" % body)
+    cid = body["Id"]
+    try:
+        for method, path in (("POST", "/containers/%s/start" % cid),
+                             ("POST", "/containers/%s/wait" % cid)):
+            status, body = h.docker_api(method, path, timeout=60)
+            if status not in (200, 204):
+                sys.exit("%s %s failed: %s" % (method, path, body))
+    finally:
+        h.docker_api("DELETE", "/containers/%s?force=1" % cid)
+
+
 def main():
     runs = 10
     if "--runs" in sys.argv:
@@ -30,26 +61,41 @@ def main():
     inet = h.FakeInternet().start()
     ws = h.Workspace()
     try:
-        args = ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR, "--", "true"]
-        warm = ws.vibepit(inet, args)   # builds the user's image on a first run
-        if warm.returncode != 0:
-            sys.exit("vibepit run failed: " + warm.stderr)
-        times, cpu = [], []
+        common = ["-q", "--upstream-dns", h.DNS_ADDR]
+        commands = {"vibepit run -- true": ["run", "-T"] + common + ["--", "true"],
+                    "vibepit ci -- true": ["ci"] + common + ["--", "true"]}
+        for name, args in commands.items():   # a first run builds the user's image
+            warm = ws.vibepit(inet, args)
+            if warm.returncode != 0:
+                sys.exit("%s failed: %s" % (name, warm.stderr))
+        image = sandbox_image(ws.uid)
+        times = {name: [] for name in ["plain container: true"] + list(commands)}
+        cpu = {name: [] for name in commands}
         for _ in range(runs):
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.monotonic()
-            r = ws.vibepit(inet, args)
-            times.append(time.monotonic() - t0)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-            if r.returncode != 0:
-                sys.exit("vibepit run failed: " + r.stderr)
+            plain_container(image)
+            times["plain container: true"].append(time.monotonic() - t0)
+            for name, args in commands.items():
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                t0 = time.monotonic()
+                r = ws.vibepit(inet, args)
+                times[name].append(time.monotonic() - t0)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[name].append(after.ru_utime + after.ru_stime - before.ru_utime -
+                                 before.ru_stime)
+                if r.returncode != 0:
+                    sys.exit("%s failed: %s" % (name, r.stderr))
+        base = statistics.median(times["plain container: true"])
+        for name, t in times.items():
+            line = "%s, %d runs: median %.2f s (min %.2f, max %.2f)" % (
+                name, runs, statistics.median(t), min(t), max(t))
+            if name in cpu:
+                line += "; %.1fx the plain container; vibepit's own CPU %.3f s per run" % (
+                    statistics.median(t) / base, statistics.median(cpu[name]))
+            print(line)
         images = json.loads(subprocess.run([os.path.join(h.BIN, "vibepit"), "image", "ls", "--json"],
                                            capture_output=True, text=True).stdout)
         proxy = [i for i in images if i["kind"] == "proxy"]
-        print("vibepit run -- true, %d runs: median %.2f s (min %.2f, max %.2f); "
-              "vibepit's own CPU %.3f s per run" % (runs, statistics.median(times), min(times),
-                                                    max(times), statistics.median(cpu)))
         for i in proxy:
             print("proxy image %s: %.1f MB" % (",".join(i["tags"]), i["size"] / 1e6))
     finally:

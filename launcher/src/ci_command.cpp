@@ -256,11 +256,13 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
     std::ofstream f(session_dir / "report.json", std::ios::trunc);
     f << to_json(rep);
   }
+  const fs::path report_path = o.report.empty() ? fs::path() : fs::absolute(o.report);
   try {
-    if (!o.report.empty()) write_untrusted_file(o.report, render(rep, o.format));
+    if (!report_path.empty()) write_untrusted_file(report_path, render(rep, o.format));
     if (o.mode == CiMode::learn && !project.root.empty()) {
-      const fs::path learned =
-          o.learn_file.empty() ? project.root / ".vibepit" / "network.learned.yaml" : o.learn_file;
+      const fs::path learned = o.learn_file.empty()
+                                   ? project.root / ".vibepit" / "network.learned.yaml"
+                                   : fs::absolute(o.learn_file);
       write_untrusted_file(learned,
                            proposal_yaml({rep.proposal_http, rep.proposal_dns},
                                          "`" + rep.command.front() + "` at " + rep.finished));
@@ -272,7 +274,7 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
   }
   append_step_summary(rep, err);
   print_summary(rep, err);
-  if (!o.report.empty()) err << "vibepit ci: report written to " << o.report.string() << "\n";
+  if (!report_path.empty()) err << "vibepit ci: report: " << report_path.string() << "\n";
 
   if (docker && !g_stop.session_id.empty()) {
     for (const auto& p : remove_session(*docker, g_stop.session_id))

@@ -129,7 +129,7 @@ class FakeInternet:
                      "--port", "53", "--stats", stats], "fake_dns")
         argv = [sys.executable, os.path.join(FAKES, "fake_upstream.py"), "--ready", ready,
                 "--log", os.path.join(self.tmp, "upstream-conns.ndjson"),
-                "--http", "80,8080", "--echo", "443"]
+                "--http", "80,8080", "--echo", "443,8443"]
         for a in UPSTREAMS:
             argv += ["--addr", a]
         self._popen(argv, "fake_upstream")
@@ -214,6 +214,22 @@ class Workspace:
 
     def close(self):
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_module():
+    """What a test module with the default Debian image needs: an engine, the default images
+    built as a root user would build them first (on a machine without debian:bookworm-slim
+    that is debootstrap, which needs root; sessions running as TEST_UID then build that
+    user's sandbox image FROM the base made here), and the fake internet, returned."""
+    if not docker_ready():
+        raise RuntimeError("no Docker engine answers on /var/run/docker.sock "
+                           "(scripts/test.sh starts one)")
+    r = subprocess.run([os.path.join(BIN, "vibepit"), "image", "build", "--base", "debootstrap",
+                        "--no-pull", "-q"], capture_output=True, text=True, timeout=900,
+                       env=dict(os.environ, VIBEPIT_TEST_LABEL="e2e"))
+    if r.returncode != 0:
+        raise RuntimeError("vibepit image build failed: " + r.stderr)
+    return FakeInternet().start()
 
 
 def left_over(label_selector):

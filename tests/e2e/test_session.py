@@ -24,18 +24,7 @@ RULES = ["-a", "allowed.test:80", "-a", "rebind-private.test:80", "--allow-dns",
 
 def setUpModule():
     global INTERNET
-    if not h.docker_ready():
-        raise RuntimeError("no Docker engine answers on /var/run/docker.sock "
-                           "(scripts/test.sh starts one)")
-    # The default images, as a root user would build them first: on a machine without
-    # debian:bookworm-slim that is debootstrap, which needs root. The sessions below run as
-    # uid 4242 and build that user's sandbox image FROM the base made here.
-    r = subprocess.run([os.path.join(h.BIN, "vibepit"), "image", "build", "--base", "debootstrap",
-                        "--no-pull", "-q"], capture_output=True, text=True, timeout=900,
-                       env=dict(os.environ, VIBEPIT_TEST_LABEL="e2e"))
-    if r.returncode != 0:
-        raise RuntimeError("vibepit image build failed: " + r.stderr)
-    INTERNET = h.FakeInternet().start()
+    INTERNET = h.start_module()
 
 
 def tearDownModule():

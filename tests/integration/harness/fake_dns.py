@@ -47,6 +47,11 @@ ZONE = {
     "www.wild.test": {A: ["198.51.100.12"]},
     "a.b.wild.test": {A: ["198.51.100.12"]},
     "third.test": {A: ["198.51.100.13"]},
+    # vibepit ci's learn test: several names under one registrable domain, one elsewhere
+    "a.pkg.test": {A: ["198.51.100.10"]},
+    "b.pkg.test": {A: ["198.51.100.10"]},
+    "c.pkg.test": {A: ["198.51.100.10"]},
+    "api.other.test": {A: ["198.51.100.11"]},
     "rebind-private.test": {A: ["10.0.0.1"]},
     "rebind-loopback.test": {A: ["127.0.0.1"]},
     "rebind-mixed.test": {A: ["10.0.0.1", "198.51.100.10"]},

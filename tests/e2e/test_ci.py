@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""vibepit ci end to end: a real Docker engine, the default Debian sandbox image and the fake
+internet of e2e_harness. Each test runs one job (a bash script in the sandbox) the way a
+pipeline would: no terminal, no stdin, and the job's exit status and output passed through.
+The jobs reach for hosts with curl through the proxy; `%{http_connect}` is the proxy's
+answer to the CONNECT, whatever the fake upstream (an echo server) says after it."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_harness as h  # noqa: E402
+
+INTERNET = None
+SCHEMA = os.path.join(h.REPO, "docs", "ci-report.schema.json")
+DNS = ["--upstream-dns", h.DNS_ADDR]
+
+# Bash for the jobs: `connect HOST:PORT` prints the proxy's status for a CONNECT to it.
+PRELUDE = ("connect() { curl -s -o /dev/null --max-time 5 -w '%{http_connect}' -p "
+           "\"http://$1/\" || true; }\n")
+
+
+def setUpModule():
+    global INTERNET
+    INTERNET = h.start_module()
+
+
+def tearDownModule():
+    if INTERNET:
+        INTERNET.close()
+
+
+class CiTest(unittest.TestCase):
+    def setUp(self):
+        self.ws = h.Workspace()
+        self.addCleanup(self.ws.close)
+
+    def ci(self, args, job, expect, timeout=300):
+        """vibepit ci ARGS -- bash -c PRELUDE+JOB; checks the exit status, returns the run."""
+        r = self.ws.vibepit(INTERNET, ["ci", "-q"] + DNS + args + ["--", "bash", "-c",
+                                                                     PRELUDE + job],
+                            timeout=timeout)
+        self.assertEqual(r.returncode, expect, "stdout:\n%s\nstderr:\n%s" % (r.stdout, r.stderr))
+        self.assertEqual(self.left_over(), [], "the session was not removed")
+        return r
+
+    def left_over(self):
+        import hashlib
+        project = hashlib.sha256(os.path.realpath(self.ws.project).encode()).hexdigest()[:16]
+        return h.left_over("dev.vibepit.project=" + project)
+
+    def path(self, name):
+        return os.path.join(self.ws.project, name)
+
+    def report(self, name="report.json"):
+        import jsonschema
+        with open(self.path(name)) as f:
+            doc = json.load(f)
+        with open(SCHEMA) as f:
+            jsonschema.Draft202012Validator(json.load(f)).validate(doc)
+        return doc
+
+    @staticmethod
+    def dest(doc, protocol, host, port=None):
+        found = [d for d in doc["destinations"] if d["protocol"] == protocol and d["host"] == host
+                 and (port is None or d["port"] == port)]
+        assert len(found) == 1, (protocol, host, port, doc["destinations"])
+        return found[0]
+
+    def session_log(self):
+        """The decision records of the workspace's only session (kept after the session)."""
+        sessions = os.listdir(self.ws.sessions_dir())
+        self.assertEqual(len(sessions), 1, sessions)
+        path = os.path.join(self.ws.sessions_dir(), sessions[0], "log", "decisions.ndjson")
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    # ------------------------------------------------------------------ enforce
+
+    def test_enforce_reports_both_and_fail_on_deny_turns_exit_0_into_3(self):
+        job = ('echo "allowed $(connect a.pkg.test:443)"; echo "unlisted $(connect other.test:443)"'
+               '; echo to-stderr >&2')
+        r = self.ci(["-a", "a.pkg.test:443", "--report", "report.json", "--fail-on-deny"], job, 3)
+        # The job's output is streamed through unchanged, stdout and stderr apart.
+        self.assertEqual(r.stdout, "allowed 200\nunlisted 403\n")
+        self.assertIn("to-stderr", r.stderr)
+        self.assertIn("denied     connect other.test:443 (not_allowlisted)", r.stderr)
+        doc = self.report()
+        self.assertEqual(doc["mode"], "enforce")
+        self.assertEqual(doc["command_exit"]["status"], 0)
+        self.assertEqual(doc["exit_status"], 3)
+        self.assertIn("--fail-on-deny", doc["exit_reason"])
+        ok = self.dest(doc, "connect", "a.pkg.test", 443)
+        self.assertEqual((ok["verdict"], ok["reason"], ok["rule"]),
+                         ("allow", "allowlisted", "a.pkg.test:443"))
+        bad = self.dest(doc, "connect", "other.test", 443)
+        self.assertEqual((bad["verdict"], bad["reason"], bad["count"]), ("deny", "not_allowlisted", 1))
+        self.assertEqual(doc["totals"]["denied"], 1)
+
+        # Without --fail-on-deny the status is the job's; JUnit shows the one denial.
+        self.ci(["-a", "a.pkg.test:443", "--report", "junit.xml", "--format", "junit"], job, 0)
+        root = ET.parse(self.path("junit.xml")).getroot()
+        self.assertEqual(root.tag, "testsuites")
+        suite = root.find("testsuite")
+        cases = {c.get("name"): c for c in suite.findall("testcase")}
+        self.assertEqual(set(cases), {"a.pkg.test:443", "other.test:443"})
+        self.assertIsNone(cases["a.pkg.test:443"].find("failure"))
+        failure = cases["other.test:443"].find("failure")
+        self.assertIsNotNone(failure)
+        self.assertEqual(failure.get("type"), "not_allowlisted")
+        self.assertEqual((suite.get("tests"), suite.get("failures")), ("2", "1"))
+
+    def test_network_yaml_applies_and_the_exit_status_is_the_jobs(self):
+        os.makedirs(self.path(".vibepit"))
+        with open(self.path(".vibepit/network.yaml"), "w") as f:
+            f.write("allow-http:\n  - \"*.pkg.test:443\"\nallow-dns:\n  - \"a.pkg.test\"\n")
+        for p in (".vibepit", ".vibepit/network.yaml"):   # the checkout belongs to the job's user
+            os.chown(self.path(p), self.ws.uid, self.ws.uid)
+        job = ('[ "$(connect b.pkg.test:443)" = 200 ] || exit 10\n'
+               'getent hosts a.pkg.test >/dev/null || exit 11\n'
+               'getent hosts other.test >/dev/null && exit 12\n'
+               'exit 7')
+        self.ci(["--report", "report.json", "--fail-on-deny"], job, 7)
+        doc = self.report()
+        self.assertEqual(doc["command_exit"]["status"], 7)
+        self.assertEqual(self.dest(doc, "connect", "b.pkg.test")["rule"], "*.pkg.test:443")
+        dns = self.dest(doc, "dns", "a.pkg.test")
+        self.assertEqual((dns["verdict"], dns["rule"], dns["port"]), ("allow", "a.pkg.test", 53))
+        self.assertEqual(self.dest(doc, "dns", "other.test")["verdict"], "deny")
+
+    # ------------------------------------------------------------------ audit
+
+    def test_audit_allows_and_marks_but_private_ranges_stay_blocked(self):
+        job = ('[ "$(connect a.pkg.test:443)" = 200 ] || exit 10\n'
+               '[ "$(connect other.test:443)" = 200 ] || exit 11\n'       # would be denied
+               '[ "$(connect rebind-private.test:443)" = 403 ] || exit 12\n'  # 10.0.0.1
+               '[ "$(connect 10.0.0.1:443)" = 403 ] || exit 13\n'
+               'getent hosts other.test >/dev/null || exit 14\n')
+        self.ci(["--mode", "audit", "-a", "a.pkg.test:443", "--report", "report.json",
+                 "--fail-on-deny"], job, 3)   # the blocked canary is a real denial
+        doc = self.report()
+        self.assertEqual(doc["mode"], "audit")
+        self.assertEqual(self.dest(doc, "connect", "a.pkg.test")["verdict"], "allow")
+        unlisted = self.dest(doc, "connect", "other.test")
+        self.assertEqual((unlisted["verdict"], unlisted["reason"]), ("would_deny", "not_allowlisted"))
+        self.assertEqual(self.dest(doc, "dns", "other.test")["verdict"], "would_deny")
+        for host in ("rebind-private.test", "10.0.0.1"):
+            canary = self.dest(doc, "connect", host)
+            self.assertEqual((canary["verdict"], canary["reason"]), ("deny", "blocked_address"), canary)
+        # The decision records carry the mode.
+        records = [r for r in self.session_log() if r.get("event") == "decision"]
+        self.assertTrue(records)
+        self.assertEqual({r["mode"] for r in records}, {"audit"})
+        self.assertEqual(h.sh("docker", "ps", "-aq", "--filter", "label=dev.vibepit.test=e2e",
+                              "--filter", "label=dev.vibepit.role=proxy").stdout.strip(), "")
+
+    # ------------------------------------------------------------------ learn
+
+    def test_learn_proposes_the_smallest_rules_and_enforce_then_passes(self):
+        job = ("for t in a.pkg.test:443 b.pkg.test:443 c.pkg.test:443 api.other.test:8443; do\n"
+               '  getent hosts "${t%:*}" >/dev/null || exit 20\n'
+               '  [ "$(connect "$t")" = 200 ] || exit 21\n'
+               "done\n")
+        r = self.ci(["--mode", "learn", "--report", "learn.json"], job, 0)
+        learned = self.path(".vibepit/network.learned.yaml")
+        self.assertIn("proposed rules written to " + learned, r.stderr)
+        doc = self.report("learn.json")
+        self.assertEqual(doc["proposal"], {"allow-http": ["*.pkg.test:443", "api.other.test:8443"],
+                                           "allow-dns": ["*.pkg.test", "api.other.test"]})
+        self.assertEqual(doc["totals"]["would_deny"], 8)
+        with open(learned) as f:
+            text = f.read()
+        self.assertIn('allow-http:\n  - "*.pkg.test:443"\n  - "api.other.test:8443"\n', text)
+
+        # The same job under the proposal, in enforce mode: no denial at all.
+        os.rename(learned, self.path("learned.yaml"))
+        self.ci(["--policy", "learned.yaml", "--report", "enforce.json", "--fail-on-deny"], job, 0)
+        doc = self.report("enforce.json")
+        self.assertEqual((doc["totals"]["denied"], doc["totals"]["would_deny"]), (0, 0))
+        self.assertEqual(doc["totals"]["allowed"], 8)
+
+    # ------------------------------------------------------------------ the report is always written
+
+    def test_interrupted_run_still_writes_its_report(self):
+        p = self.ws.vibepit_popen(INTERNET, ["ci", "-q"] + DNS + [
+            "-a", "a.pkg.test:443", "--report", "report.json", "--",
+            "bash", "-c", PRELUDE + 'connect a.pkg.test:443; echo started; sleep 120'])
+        deadline = time.monotonic() + 120
+        line = ""
+        while time.monotonic() < deadline and "started" not in line:
+            line = p.stdout.readline()
+            if p.poll() is not None:
+                break
+        self.assertIn("started", line, p.stderr.read() if p.poll() is not None else "")
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        doc = self.report()
+        self.assertEqual(doc["command_exit"]["interrupted"], "SIGTERM")
+        self.assertIsNone(doc["command_exit"]["status"])
+        self.assertEqual(self.dest(doc, "connect", "a.pkg.test")["verdict"], "allow")
+        self.assertEqual(self.left_over(), [])
+
+    def test_a_run_that_cannot_start_reports_why(self):
+        r = self.ws.vibepit(INTERNET, ["ci", "-q"] + DNS + [
+            "-p", "no-such-preset", "--report", "report.json", "--", "true"])
+        self.assertEqual(r.returncode, 125, r.stderr)
+        self.assertIn("no-such-preset", r.stderr)
+        doc = self.report()
+        self.assertIsNone(doc["command_exit"]["status"])
+        self.assertIn("no-such-preset", doc["command_exit"]["error"])
+        self.assertEqual(doc["destinations"], [])
+
+    def test_report_path_is_never_followed_through_a_symlink(self):
+        outside = os.path.join(self.ws.root, "outside.txt")
+        with open(outside, "w") as f:
+            f.write("keep me")
+        os.symlink(outside, self.path("report.json"))
+        r = self.ws.vibepit(INTERNET, ["ci", "-q"] + DNS + ["--report", "report.json", "--", "true"])
+        with open(outside) as f:
+            self.assertEqual(f.read(), "keep me")
+        self.assertIn("report", r.stderr)
+
+
+if __name__ == "__main__":
+    h.main()
