@@ -41,11 +41,11 @@ class CiTest(unittest.TestCase):
         self.ws = h.Workspace()
         self.addCleanup(self.ws.close)
 
-    def ci(self, args, job, expect, timeout=300):
+    def ci(self, args, job, expect, timeout=300, extra_env=None):
         """vibepit ci ARGS -- bash -c PRELUDE+JOB; checks the exit status, returns the run."""
         r = self.ws.vibepit(INTERNET, ["ci", "-q"] + DNS + args + ["--", "bash", "-c",
                                                                      PRELUDE + job],
-                            timeout=timeout)
+                            timeout=timeout, extra_env=extra_env)
         self.assertEqual(r.returncode, expect, "stdout:\n%s\nstderr:\n%s" % (r.stdout, r.stderr))
         self.assertEqual(self.left_over(), [], "the session was not removed")
         return r
@@ -103,8 +103,18 @@ class CiTest(unittest.TestCase):
         self.assertEqual((bad["verdict"], bad["reason"], bad["count"]), ("deny", "not_allowlisted", 1))
         self.assertEqual(doc["totals"]["denied"], 1)
 
-        # Without --fail-on-deny the status is the job's; JUnit shows the one denial.
-        self.ci(["-a", "a.pkg.test:443", "--report", "junit.xml", "--format", "junit"], job, 0)
+        # Without --fail-on-deny the status is the job's; JUnit shows the one denial, and the
+        # Markdown table goes to the job summary of GitHub Actions.
+        summary = os.path.join(self.ws.root, "step-summary.md")
+        with open(summary, "w") as f:
+            f.write("earlier step\n")
+        os.chown(summary, self.ws.uid, self.ws.uid)
+        self.ci(["-a", "a.pkg.test:443", "--report", "junit.xml", "--format", "junit"], job, 0,
+                extra_env={"GITHUB_STEP_SUMMARY": summary})
+        with open(summary) as f:
+            md = f.read()
+        self.assertTrue(md.startswith("earlier step\n## vibepit ci: egress report (enforce)"), md)
+        self.assertIn("| ❌ denied | `other.test:443` | connect | 1 |", md)
         root = ET.parse(self.path("junit.xml")).getroot()
         self.assertEqual(root.tag, "testsuites")
         suite = root.find("testsuite")
