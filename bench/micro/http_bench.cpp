@@ -3,13 +3,13 @@
 
 #include <string>
 
-#include "vibepit/proxy/authority.hpp"
-#include "vibepit/proxy/http_body.hpp"
-#include "vibepit/proxy/http_head.hpp"
+#include "vibepit/http/authority.hpp"
+#include "vibepit/http/body.hpp"
+#include "vibepit/http/head.hpp"
 
 namespace {
 
-using namespace vibepit::proxy;
+using namespace vibepit::http;
 
 const std::string kConnect =
     "CONNECT api.github.com:443 HTTP/1.1\r\n"

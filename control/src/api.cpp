@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "vibepit/proxy/http_head.hpp"
+#include "vibepit/http/head.hpp"
 
 namespace vibepit::control {
 namespace {
@@ -140,15 +140,15 @@ std::string feed_line(const DecisionFeed::Entry& e) {
 }
 
 Framed frame_request(std::string_view buf, const ApiLimits& limits, ApiRequest& out) {
-  proxy::RequestHead head;
-  auto r = proxy::parse_request_head(buf, limits.max_head, head);
-  if (r.state == proxy::ParseState::incomplete) return {};
-  if (r.state == proxy::ParseState::error) {
-    if (r.error == proxy::HeadError::too_large) {
+  http::RequestHead head;
+  auto r = http::parse_request_head(buf, limits.max_head, head);
+  if (r.state == http::ParseState::incomplete) return {};
+  if (r.state == http::ParseState::error) {
+    if (r.error == http::HeadError::too_large) {
       return frame_error(431,
                          "request head larger than " + std::to_string(limits.max_head) + " bytes");
     }
-    return frame_error(400, "malformed request: " + std::string(proxy::describe(r.error)));
+    return frame_error(400, "malformed request: " + std::string(http::describe(r.error)));
   }
   if (head.target.empty() || head.target[0] != '/') {
     return frame_error(400, "the request target must be a path, such as /v1/rules");
@@ -177,8 +177,8 @@ Framed frame_request(std::string_view buf, const ApiLimits& limits, ApiRequest& 
   }
   auto connection = head.find("Connection");
   out.keep_alive = head.version_minor >= 1;
-  if (connection && proxy::iequals(*connection, "close")) out.keep_alive = false;
-  if (connection && proxy::iequals(*connection, "keep-alive")) out.keep_alive = true;
+  if (connection && http::iequals(*connection, "close")) out.keep_alive = false;
+  if (connection && http::iequals(*connection, "keep-alive")) out.keep_alive = true;
 
   if (head.find("Transfer-Encoding")) {
     return frame_error(501, "Transfer-Encoding is not supported here; send Content-Length");
@@ -186,7 +186,7 @@ Framed frame_request(std::string_view buf, const ApiLimits& limits, ApiRequest& 
   std::size_t body_len = 0;
   int lengths = 0;
   for (const auto& h : head.headers) {
-    if (!proxy::iequals(h.name, "Content-Length")) continue;
+    if (!http::iequals(h.name, "Content-Length")) continue;
     auto v = parse_u64(h.value);
     if (!v) return frame_error(400, "invalid Content-Length");
     if (lengths++ && *v != body_len) return frame_error(400, "conflicting Content-Length");

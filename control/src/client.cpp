@@ -15,7 +15,7 @@
 #include <asio/write.hpp>
 
 #include "vibepit/control/tls.hpp"
-#include "vibepit/proxy/http_head.hpp"
+#include "vibepit/http/head.hpp"
 
 namespace vibepit::control {
 namespace {
@@ -105,9 +105,9 @@ class Call {
   // Read the response head; returns its status and leaves the rest in buf_.
   asio::awaitable<int> read_head(std::optional<std::size_t>& length, bool& chunked) {
     for (;;) {
-      proxy::ResponseHead head;
-      auto r = proxy::parse_response_head(buf_, kMaxHead, head);
-      if (r.state == proxy::ParseState::complete) {
+      http::ResponseHead head;
+      auto r = http::parse_response_head(buf_, kMaxHead, head);
+      if (r.state == http::ParseState::complete) {
         if (auto cl = head.find("Content-Length")) {
           std::size_t n = 0;
           auto [p, ec] = std::from_chars(cl->data(), cl->data() + cl->size(), n);
@@ -117,12 +117,12 @@ class Call {
           length = n;
         }
         auto te = head.find("Transfer-Encoding");
-        chunked = te && proxy::iequals(*te, "chunked");
+        chunked = te && http::iequals(*te, "chunked");
         int status = head.status;
         buf_.erase(0, head.head_size);
         co_return status;
       }
-      if (r.state == proxy::ParseState::error) {
+      if (r.state == http::ParseState::error) {
         throw ConnectError("the control API sent a malformed response head");
       }
       if (!co_await fill(timeout_)) throw ConnectError("the control API closed the connection");

@@ -36,31 +36,31 @@ asio::awaitable<void> store(asio::awaitable<bool> op, bool& out) {
 // Forward a framed body from `buf` (bytes already read) and then `from`, to `to`, unchanged.
 // Bytes past the body stay in `buf`. A chunked body is validated as it passes.
 asio::awaitable<Pass> pass_body(tcp::socket& from, std::string& buf, tcp::socket& to,
-                                const Framing& framing, std::uint64_t& bytes,
+                                const http::Framing& framing, std::uint64_t& bytes,
                                 const std::function<void()>& touch, std::string& error) {
   asio::error_code ec;
   auto tok = asio::redirect_error(asio::use_awaitable, ec);
-  if (framing.kind == BodyKind::none) co_return Pass::ok;
+  if (framing.kind == http::BodyKind::none) co_return Pass::ok;
   std::uint64_t remaining = framing.length;
-  ChunkedDecoder chunked;
+  http::ChunkedDecoder chunked;
   for (;;) {
     if (!buf.empty()) {
       std::size_t take = 0;
       bool done = false;
       switch (framing.kind) {
-        case BodyKind::length:
+        case http::BodyKind::length:
           take = static_cast<std::size_t>(std::min<std::uint64_t>(remaining, buf.size()));
           remaining -= take;
           done = remaining == 0;
           break;
-        case BodyKind::chunked: {
+        case http::BodyKind::chunked: {
           auto step = chunked.feed(buf);
-          if (step.status == ChunkedDecoder::Status::error) {
+          if (step.status == http::ChunkedDecoder::Status::error) {
             error = std::string(chunked.error());
             co_return Pass::bad_framing;
           }
           take = step.consumed;
-          done = step.status == ChunkedDecoder::Status::done;
+          done = step.status == http::ChunkedDecoder::Status::done;
           break;
         }
         default:  // until_close
@@ -75,11 +75,11 @@ asio::awaitable<Pass> pass_body(tcp::socket& from, std::string& buf, tcp::socket
         touch();
       }
       if (done) co_return Pass::ok;
-    } else if (framing.kind == BodyKind::length && remaining == 0) {
+    } else if (framing.kind == http::BodyKind::length && remaining == 0) {
       co_return Pass::ok;
     }
     if (!co_await fill(from, buf, ec)) {
-      bool clean_end = framing.kind == BodyKind::until_close && ec == asio::error::eof;
+      bool clean_end = framing.kind == http::BodyKind::until_close && ec == asio::error::eof;
       co_return clean_end ? Pass::ok : Pass::failed;
     }
   }
@@ -93,7 +93,8 @@ std::string with_connection(std::string head, bool keep_alive) {
 
 }  // namespace
 
-asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target& target) {
+asio::awaitable<bool> Session::handle_http(const http::RequestHead& head,
+                                           const http::Target& target) {
   const auto& auth = target.authority;
   const std::string method(head.method);
 
@@ -101,7 +102,7 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
   std::optional<std::string_view> host_header;
   int host_count = 0;
   for (const auto& h : head.headers) {
-    if (iequals(h.name, "host")) {
+    if (http::iequals(h.name, "host")) {
       ++host_count;
       host_header = h.value;
     }
@@ -111,9 +112,9 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
     co_return false;
   }
   if (host_header) {
-    auto parsed = parse_authority(
+    auto parsed = http::parse_authority(
         *host_header, auth.port == 80 ? std::optional<std::uint16_t>(80) : std::nullopt);
-    auto* h = std::get_if<Authority>(&parsed);
+    auto* h = std::get_if<http::Authority>(&parsed);
     if (!h || h->host != auth.host || h->port != auth.port) {
       co_await refuse(400, ProxyError::http_request_error,
                       "the Host header \"" + std::string(host_header->substr(0, 256)) +
@@ -127,21 +128,21 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
     co_return false;
   }
 
-  auto framing_or = request_framing(head);
-  if (auto* err = std::get_if<FramingError>(&framing_or)) {
+  auto framing_or = http::request_framing(head);
+  if (auto* err = std::get_if<http::FramingError>(&framing_or)) {
     co_await refuse(400, ProxyError::http_request_error, "refused request framing: " + err->what,
                     true);
     co_return false;
   }
-  const auto framing = std::get<Framing>(framing_or);
-  const bool client_keep_alive = wants_keep_alive(head.version_minor, head.headers);
+  const auto framing = std::get<http::Framing>(framing_or);
+  const bool client_keep_alive = http::wants_keep_alive(head.version_minor, head.headers);
   bool expect_continue = false;
-  if (auto e = head.find("expect")) expect_continue = iequals(*e, "100-continue");
+  if (auto e = head.find("expect")) expect_continue = http::iequals(*e, "100-continue");
 
   std::string host_value = auth.port == 80
                                ? (auth.ip && auth.ip->v6 ? "[" + auth.host + "]" : auth.host)
                                : auth.display();
-  std::string upstream_head = rewrite_request_head(head, target.path, host_value);
+  std::string upstream_head = http::rewrite_request_head(head, target.path, host_value);
   if (expect_continue) {
     // We answer the 100 ourselves once the request is allowed, so drop the expectation.
     auto pos = upstream_head.find("\r\nExpect:");
@@ -161,7 +162,7 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
     rec.status = static_cast<std::uint16_t>(dial.status);
     emit(rec);
     // A body we will not forward would be read as the next request: close instead.
-    bool close = framing.kind != BodyKind::none || !client_keep_alive;
+    bool close = framing.kind != http::BodyKind::none || !client_keep_alive;
     co_await refuse(dial.status, dial.error, dial.message, close);
     co_return !close && !closed_;
   }
@@ -173,7 +174,7 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
 
   asio::error_code ec;
   auto tok = asio::redirect_error(asio::use_awaitable, ec);
-  if (expect_continue && framing.kind != BodyKind::none) {
+  if (expect_continue && framing.kind != http::BodyKind::none) {
     if (!co_await send("HTTP/1.1 100 Continue\r\n\r\n")) co_return false;
   }
   co_await asio::async_write(upstream_, asio::buffer(upstream_head), tok);
@@ -182,7 +183,7 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
     std::uint64_t up = 0;
     bool ok = false;
     std::string framing_error;
-    if (framing.kind == BodyKind::none) {
+    if (framing.kind == http::BodyKind::none) {
       ok = co_await forward_response(method, client_keep_alive, keep_client, rec);
     } else {
       // Upload and download run together: a server may answer before the body ends.
@@ -219,7 +220,8 @@ asio::awaitable<bool> Session::handle_http(const RequestHead& head, const Target
   co_return keep_client && !closed_ && !w_.draining;
 }
 
-asio::awaitable<bool> Session::forward_request_body(const Framing& framing, std::uint64_t& bytes,
+asio::awaitable<bool> Session::forward_request_body(const http::Framing& framing,
+                                                    std::uint64_t& bytes,
                                                     std::string& framing_error) {
   auto r = co_await pass_body(
       client_, inbuf_, upstream_, framing, bytes, [this] { touch(); }, framing_error);
@@ -238,14 +240,14 @@ asio::awaitable<bool> Session::forward_response(std::string_view method, bool cl
   const std::string req_method(method);
   upbuf_.clear();
   for (;;) {
-    ResponseHead rh;
-    ParseResult pr;
+    http::ResponseHead rh;
+    http::ParseResult pr;
     for (;;) {
-      pr = parse_response_head(upbuf_, w_.cfg.max_response_head, rh);
-      if (pr.state != ParseState::incomplete) break;
+      pr = http::parse_response_head(upbuf_, w_.cfg.max_response_head, rh);
+      if (pr.state != http::ParseState::incomplete) break;
       if (!co_await fill(upstream_, upbuf_, ec)) co_return false;
     }
-    if (pr.state == ParseState::error) co_return false;
+    if (pr.state == http::ParseState::error) co_return false;
     if (rh.status >= 100 && rh.status < 200) {
       if (rh.status == 101) co_return false;  // we never forward Upgrade
       auto interim = std::string(upbuf_.data(), rh.head_size);
@@ -253,17 +255,17 @@ asio::awaitable<bool> Session::forward_response(std::string_view method, bool cl
       if (!co_await send(interim)) co_return false;
       continue;
     }
-    auto framing_or = response_framing(rh, req_method);
-    if (std::holds_alternative<FramingError>(framing_or)) co_return false;
-    auto framing = std::get<Framing>(framing_or);
-    bool upstream_keep =
-        wants_keep_alive(rh.version_minor, rh.headers) && framing.kind != BodyKind::until_close;
-    keep_client = client_keep_alive && framing.kind != BodyKind::until_close;
+    auto framing_or = http::response_framing(rh, req_method);
+    if (std::holds_alternative<http::FramingError>(framing_or)) co_return false;
+    auto framing = std::get<http::Framing>(framing_or);
+    bool upstream_keep = http::wants_keep_alive(rh.version_minor, rh.headers) &&
+                         framing.kind != http::BodyKind::until_close;
+    keep_client = client_keep_alive && framing.kind != http::BodyKind::until_close;
 
-    auto out = with_connection(rewrite_response_head(rh), keep_client);
+    auto out = with_connection(http::rewrite_response_head(rh), keep_client);
     rec.status = static_cast<std::uint16_t>(rh.status);
     upbuf_.erase(0, rh.head_size);
-    if (framing.kind == BodyKind::length) {
+    if (framing.kind == http::BodyKind::length) {
       // Send the body bytes already read together with the head: one write, not two.
       auto take = static_cast<std::size_t>(std::min<std::uint64_t>(framing.length, upbuf_.size()));
       out.append(upbuf_.data(), take);

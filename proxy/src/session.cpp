@@ -90,21 +90,21 @@ void Session::check_deadline(clock::time_point now) {
   }
 }
 
-asio::awaitable<Session::HeadStatus> Session::read_head(RequestHead& head) {
+asio::awaitable<Session::HeadStatus> Session::read_head(http::RequestHead& head) {
   asio::error_code ec;
   auto tok = asio::redirect_error(asio::use_awaitable, ec);
   const auto limit = w_.cfg.max_request_head;
   for (;;) {
     if (!inbuf_.empty()) {
-      auto r = parse_request_head(inbuf_, limit, head);
-      if (r.state == ParseState::complete) co_return HeadStatus::ok;
-      if (r.state == ParseState::error) {
-        if (r.error == HeadError::too_large) {
+      auto r = http::parse_request_head(inbuf_, limit, head);
+      if (r.state == http::ParseState::complete) co_return HeadStatus::ok;
+      if (r.state == http::ParseState::error) {
+        if (r.error == http::HeadError::too_large) {
           co_await refuse(431, ProxyError::http_request_error,
                           "request head larger than " + std::to_string(limit) + " bytes", true);
         } else {
           co_await refuse(400, ProxyError::http_request_error,
-                          std::string("malformed request: ") + std::string(describe(r.error)),
+                          std::string("malformed request: ") + std::string(http::describe(r.error)),
                           true);
         }
         co_return HeadStatus::failed;
@@ -132,12 +132,12 @@ asio::awaitable<void> Session::run() {
   for (;;) {
     set_deadline(Phase::wait_request, w_.cfg.header_timeout);
     if (w_.draining && inbuf_.empty()) break;
-    RequestHead head;
+    http::RequestHead head;
     if (co_await read_head(head) != HeadStatus::ok) break;
     set_deadline(Phase::busy, w_.cfg.idle_timeout);
 
-    auto parsed = parse_target(head.method, head.target);
-    if (auto* err = std::get_if<TargetError>(&parsed)) {
+    auto parsed = http::parse_target(head.method, head.target);
+    if (auto* err = std::get_if<http::TargetError>(&parsed)) {
       std::string method(head.method);
       if (method == "CONNECT") {
         DecisionRecord rec;
@@ -160,14 +160,14 @@ asio::awaitable<void> Session::run() {
                       true);
       break;
     }
-    auto& target = std::get<Target>(parsed);
-    if (target.form == TargetForm::authority) {
+    auto& target = std::get<http::Target>(parsed);
+    if (target.form == http::TargetForm::authority) {
       auto rec = new_record("CONNECT", target.authority);
       inbuf_.erase(0, head.head_size);
       co_await handle_connect(target.authority, rec);
       break;
     }
-    if (target.form != TargetForm::absolute) {
+    if (target.form != http::TargetForm::absolute) {
       co_await refuse(400, ProxyError::http_request_error,
                       "this is a forward proxy: send absolute-form requests "
                       "(GET http://host/path) or CONNECT host:port",
@@ -190,7 +190,7 @@ asio::awaitable<void> Session::run() {
   close_all();
 }
 
-DecisionRecord Session::new_record(std::string_view method, const Authority& target) {
+DecisionRecord Session::new_record(std::string_view method, const http::Authority& target) {
   DecisionRecord rec;
   rec.id = w_.log.next_id();
   rec.ts_us = now_us();
@@ -221,7 +221,7 @@ void Session::emit_close(DecisionRecord rec, clock::time_point started) {
   emit(std::move(rec));
 }
 
-asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
+asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& target,
                                                         DecisionRecord& rec, bool reuse_ok) {
   Dial out;
   auto snap = w_.store.current();  // one snapshot for the whole decision
@@ -355,7 +355,7 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const Authority& target,
   co_return out;
 }
 
-asio::awaitable<void> Session::handle_connect(const Authority& target, DecisionRecord& rec) {
+asio::awaitable<void> Session::handle_connect(const http::Authority& target, DecisionRecord& rec) {
   auto dial = co_await decide_and_dial(target, rec, false);
   mark_decided(rec);
   if (closed_) co_return;

@@ -7,11 +7,11 @@
 #include <string_view>
 
 #include "fuzz_check.hpp"
-#include "vibepit/proxy/authority.hpp"
+#include "vibepit/http/authority.hpp"
 
 namespace {
 
-using namespace vibepit::proxy;
+using namespace vibepit::http;
 
 void check_authority(const Authority& a) {
   CHECK(!a.host.empty());

@@ -7,13 +7,13 @@
 #include <string_view>
 
 #include "fuzz_check.hpp"
-#include "vibepit/proxy/authority.hpp"
-#include "vibepit/proxy/http_body.hpp"
-#include "vibepit/proxy/http_head.hpp"
+#include "vibepit/http/authority.hpp"
+#include "vibepit/http/body.hpp"
+#include "vibepit/http/head.hpp"
 
 namespace {
 
-using namespace vibepit::proxy;
+using namespace vibepit::http;
 
 constexpr std::size_t kMaxHead = 4096;
 

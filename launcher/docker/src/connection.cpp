@@ -11,7 +11,7 @@
 #include <asio/write.hpp>
 
 #include "vibepit/docker/error.hpp"
-#include "vibepit/proxy/http_head.hpp"
+#include "vibepit/http/head.hpp"
 
 namespace vibepit::docker {
 namespace {
@@ -54,7 +54,7 @@ std::size_t run_bounded(asio::io_context& io, Socket& sock, std::chrono::millise
 
 std::optional<std::string> Response::find(std::string_view name) const {
   for (const auto& [k, v] : headers)
-    if (proxy::iequals(k, name)) return v;
+    if (http::iequals(k, name)) return v;
   return std::nullopt;
 }
 
@@ -154,10 +154,10 @@ void Connection::fail_protocol(const std::string& what) {
 }
 
 Response Connection::read_head(std::string_view method) {
-  proxy::ResponseHead head;
+  http::ResponseHead head;
   for (;;) {
-    auto r = proxy::parse_response_head(buf_, kMaxHead, head);
-    if (r.state == proxy::ParseState::complete) {
+    auto r = http::parse_response_head(buf_, kMaxHead, head);
+    if (r.state == http::ParseState::complete) {
       // 1xx other than 101 carries no body and another head follows.
       if (head.status >= 100 && head.status < 200 && head.status != 101) {
         buf_.erase(0, head.head_size);
@@ -165,35 +165,35 @@ Response Connection::read_head(std::string_view method) {
       }
       break;
     }
-    if (r.state == proxy::ParseState::error) fail_protocol(std::string(proxy::describe(r.error)));
+    if (r.state == http::ParseState::error) fail_protocol(std::string(http::describe(r.error)));
     if (fill() == 0) fail_protocol("the connection closed before a complete response head");
   }
   Response out;
   out.status = head.status;
   for (const auto& h : head.headers) out.headers.emplace_back(h.name, h.value);
-  auto framing = proxy::response_framing(head, method);
+  auto framing = http::response_framing(head, method);
   buf_.erase(0, head.head_size);
-  if (auto* err = std::get_if<proxy::FramingError>(&framing)) fail_protocol(err->what);
-  framing_ = std::get<proxy::Framing>(framing);
-  if (head.status == 101) framing_.kind = proxy::BodyKind::until_close;
+  if (auto* err = std::get_if<http::FramingError>(&framing)) fail_protocol(err->what);
+  framing_ = std::get<http::Framing>(framing);
+  if (head.status == 101) framing_.kind = http::BodyKind::until_close;
   left_ = framing_.length;
-  chunked_ = proxy::ChunkedDecoder();
-  body_done_ = framing_.kind == proxy::BodyKind::none ||
-               (framing_.kind == proxy::BodyKind::length && left_ == 0);
+  chunked_ = http::ChunkedDecoder();
+  body_done_ = framing_.kind == http::BodyKind::none ||
+               (framing_.kind == http::BodyKind::length && left_ == 0);
   return out;
 }
 
 bool Connection::read_body(std::string& piece) {
   while (!body_done_) {
     if (buf_.empty() && fill() == 0) {
-      if (framing_.kind == proxy::BodyKind::until_close) {
+      if (framing_.kind == http::BodyKind::until_close) {
         body_done_ = true;
         return false;
       }
       fail_protocol("the connection closed in the middle of a response body");
     }
     switch (framing_.kind) {
-      case proxy::BodyKind::length: {
+      case http::BodyKind::length: {
         const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left_, buf_.size()));
         piece.append(buf_, 0, n);
         buf_.erase(0, n);
@@ -201,21 +201,21 @@ bool Connection::read_body(std::string& piece) {
         if (left_ == 0) body_done_ = true;
         return true;
       }
-      case proxy::BodyKind::until_close:
+      case http::BodyKind::until_close:
         piece.append(buf_);
         buf_.clear();
         return true;
-      case proxy::BodyKind::chunked: {
+      case http::BodyKind::chunked: {
         const std::size_t before = piece.size();
         auto step = chunked_.feed(buf_, piece);
         buf_.erase(0, step.consumed);
-        if (step.status == proxy::ChunkedDecoder::Status::error)
+        if (step.status == http::ChunkedDecoder::Status::error)
           fail_protocol("bad chunked body: " + std::string(chunked_.error()));
-        if (step.status == proxy::ChunkedDecoder::Status::done) body_done_ = true;
+        if (step.status == http::ChunkedDecoder::Status::done) body_done_ = true;
         if (piece.size() > before || body_done_) return true;
         break;  // only framing so far: read more
       }
-      case proxy::BodyKind::none:
+      case http::BodyKind::none:
         body_done_ = true;
         break;
     }

@@ -15,8 +15,8 @@
 #include <variant>
 #include <vector>
 
-#include "vibepit/proxy/http_body.hpp"
-#include "vibepit/proxy/http_head.hpp"
+#include "vibepit/http/body.hpp"
+#include "vibepit/http/head.hpp"
 
 namespace vibepit::docker::test {
 
@@ -25,7 +25,7 @@ struct SeenRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string header(std::string_view name) const {
     for (const auto& [k, v] : headers)
-      if (proxy::iequals(k, name)) return v;
+      if (http::iequals(k, name)) return v;
     return {};
   }
 };
@@ -106,30 +106,30 @@ class FakeDaemon {
   void handle(int c) {
     std::string buf;
     char tmp[65536];
-    proxy::RequestHead head;
+    http::RequestHead head;
     for (;;) {
-      auto r = proxy::parse_request_head(buf, 1 << 16, head);
-      if (r.state == proxy::ParseState::complete) break;
-      if (r.state == proxy::ParseState::error) return;
+      auto r = http::parse_request_head(buf, 1 << 16, head);
+      if (r.state == http::ParseState::complete) break;
+      if (r.state == http::ParseState::error) return;
       ssize_t n = ::read(c, tmp, sizeof tmp);
       if (n <= 0) return;
       buf.append(tmp, static_cast<std::size_t>(n));
     }
     SeenRequest req{std::string(head.method), std::string(head.target), {}, {}};
     for (const auto& h : head.headers) req.headers.emplace_back(h.name, h.value);
-    auto framing = std::get<proxy::Framing>(proxy::request_framing(head));
+    auto framing = std::get<http::Framing>(http::request_framing(head));
     buf.erase(0, head.head_size);
-    proxy::ChunkedDecoder dec;
+    http::ChunkedDecoder dec;
     for (;;) {
-      if (framing.kind == proxy::BodyKind::length) {
+      if (framing.kind == http::BodyKind::length) {
         if (buf.size() >= framing.length) {
           req.body = buf.substr(0, framing.length);
           break;
         }
-      } else if (framing.kind == proxy::BodyKind::chunked) {
+      } else if (framing.kind == http::BodyKind::chunked) {
         auto step = dec.feed(buf, req.body);
         buf.erase(0, step.consumed);
-        if (step.status != proxy::ChunkedDecoder::Status::need_more) break;
+        if (step.status != http::ChunkedDecoder::Status::need_more) break;
       } else {
         break;
       }

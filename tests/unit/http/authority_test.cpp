@@ -3,9 +3,9 @@
 
 #include <string>
 
-#include "vibepit/proxy/authority.hpp"
+#include "vibepit/http/authority.hpp"
 
-namespace vibepit::proxy {
+namespace vibepit::http {
 namespace {
 
 constexpr std::optional<std::uint16_t> kNoDefault = std::nullopt;
@@ -238,4 +238,4 @@ TEST(Target, Table) {
 }
 
 }  // namespace
-}  // namespace vibepit::proxy
+}  // namespace vibepit::http

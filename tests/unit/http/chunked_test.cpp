@@ -4,9 +4,9 @@
 #include <random>
 #include <string>
 
-#include "vibepit/proxy/http_body.hpp"
+#include "vibepit/http/body.hpp"
 
-namespace vibepit::proxy {
+namespace vibepit::http {
 namespace {
 
 using Status = ChunkedDecoder::Status;
@@ -218,4 +218,4 @@ TEST(ChunkedDecoder, PayloadAcrossSplits) {
 }
 
 }  // namespace
-}  // namespace vibepit::proxy
+}  // namespace vibepit::http

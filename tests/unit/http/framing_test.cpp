@@ -3,9 +3,9 @@
 
 #include <string>
 
-#include "vibepit/proxy/http_body.hpp"
+#include "vibepit/http/body.hpp"
 
-namespace vibepit::proxy {
+namespace vibepit::http {
 namespace {
 
 struct FramingCase {
@@ -172,4 +172,4 @@ TEST(ResponseFraming, Table) {
 }
 
 }  // namespace
-}  // namespace vibepit::proxy
+}  // namespace vibepit::http

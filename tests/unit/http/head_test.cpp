@@ -3,9 +3,9 @@
 
 #include <string>
 
-#include "vibepit/proxy/http_head.hpp"
+#include "vibepit/http/head.hpp"
 
-namespace vibepit::proxy {
+namespace vibepit::http {
 namespace {
 
 constexpr std::size_t kMax = 8192;
@@ -301,4 +301,4 @@ TEST(CharClasses, TcharAndFieldBytes) {
 }
 
 }  // namespace
-}  // namespace vibepit::proxy
+}  // namespace vibepit::http

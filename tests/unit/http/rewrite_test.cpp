@@ -3,9 +3,9 @@
 
 #include <string>
 
-#include "vibepit/proxy/http_body.hpp"
+#include "vibepit/http/body.hpp"
 
-namespace vibepit::proxy {
+namespace vibepit::http {
 namespace {
 
 // The head's views point into `in`, which must outlive it.
@@ -108,4 +108,4 @@ TEST(KeepAlive, Table) {
 }
 
 }  // namespace
-}  // namespace vibepit::proxy
+}  // namespace vibepit::http

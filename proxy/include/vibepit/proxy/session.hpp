@@ -13,11 +13,11 @@
 #include <asio/awaitable.hpp>
 #include <asio/ip/tcp.hpp>
 
+#include "vibepit/http/authority.hpp"
+#include "vibepit/http/body.hpp"
+#include "vibepit/http/head.hpp"
 #include "vibepit/policy/decision.hpp"
-#include "vibepit/proxy/authority.hpp"
 #include "vibepit/proxy/decision_log.hpp"
-#include "vibepit/proxy/http_body.hpp"
-#include "vibepit/proxy/http_head.hpp"
 #include "vibepit/proxy/response.hpp"
 
 namespace vibepit::proxy {
@@ -48,21 +48,21 @@ class Session : public std::enable_shared_from_this<Session> {
   };
 
   asio::awaitable<void> run();
-  asio::awaitable<HeadStatus> read_head(RequestHead& head);
-  asio::awaitable<void> handle_connect(const Authority& target, DecisionRecord& rec);
+  asio::awaitable<HeadStatus> read_head(http::RequestHead& head);
+  asio::awaitable<void> handle_connect(const http::Authority& target, DecisionRecord& rec);
   // Returns true when the client connection may carry another request.
-  asio::awaitable<bool> handle_http(const RequestHead& head, const Target& target);
-  asio::awaitable<Dial> decide_and_dial(const Authority& target, DecisionRecord& rec,
+  asio::awaitable<bool> handle_http(const http::RequestHead& head, const http::Target& target);
+  asio::awaitable<Dial> decide_and_dial(const http::Authority& target, DecisionRecord& rec,
                                         bool reuse_ok);
   asio::awaitable<bool> send(std::string_view bytes);  // to the client, with a deadline
   // Message by value: it must live in the coroutine frame across the write.
   asio::awaitable<void> refuse(int status, ProxyError error, std::string message, bool close);
-  asio::awaitable<bool> forward_request_body(const Framing& framing, std::uint64_t& bytes,
+  asio::awaitable<bool> forward_request_body(const http::Framing& framing, std::uint64_t& bytes,
                                              std::string& framing_error);
   asio::awaitable<bool> forward_response(std::string_view method, bool client_keep_alive,
                                          bool& keep_client, DecisionRecord& rec);
 
-  DecisionRecord new_record(std::string_view method, const Authority& target);
+  DecisionRecord new_record(std::string_view method, const http::Authority& target);
   void mark_decided(DecisionRecord& rec);  // elapsed_us: arrival to decision
   void emit(DecisionRecord rec);
   void emit_close(DecisionRecord rec, clock::time_point started);

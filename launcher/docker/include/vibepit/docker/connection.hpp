@@ -13,7 +13,7 @@
 #include <asio/io_context.hpp>
 #include <asio/local/stream_protocol.hpp>
 
-#include "vibepit/proxy/http_body.hpp"
+#include "vibepit/http/body.hpp"
 
 namespace vibepit::docker {
 
@@ -71,9 +71,9 @@ class Connection {
   std::string path_;
   std::chrono::milliseconds timeout_;
   std::string buf_;
-  proxy::Framing framing_;
+  http::Framing framing_;
   std::uint64_t left_ = 0;
-  proxy::ChunkedDecoder chunked_;
+  http::ChunkedDecoder chunked_;
   bool body_done_ = true;
   bool eof_ = false;
 };

@@ -1,11 +1,11 @@
 // Strict HTTP/1.x head parsing (RFC 9112 sections 2-5). One pass over the buffer, a byte
 // class table, memchr for line ends; the only allocation is the headers vector.
-#include "vibepit/proxy/http_head.hpp"
+#include "vibepit/http/head.hpp"
 
 #include <array>
 #include <cstring>
 
-namespace vibepit::proxy {
+namespace vibepit::http {
 namespace {
 
 constexpr std::size_t kMaxHeaders = 100;
@@ -251,4 +251,4 @@ ParseResult parse_response_head(std::string_view buf, std::size_t max_head, Resp
   return parse_fields(buf, max_head, win, next, out.headers, out.head_size);
 }
 
-}  // namespace vibepit::proxy
+}  // namespace vibepit::http

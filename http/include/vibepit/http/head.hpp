@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace vibepit::proxy {
+namespace vibepit::http {
 
 struct Header {
   std::string_view name;
@@ -66,4 +66,4 @@ bool is_tchar(unsigned char c);       // may appear in a token (method, field na
 bool is_field_byte(unsigned char c);  // may appear in a field value: HTAB, SP, VCHAR, obs-text
 bool iequals(std::string_view a, std::string_view b);  // ASCII case-insensitive
 
-}  // namespace vibepit::proxy
+}  // namespace vibepit::http

@@ -6,9 +6,9 @@
 #include <string_view>
 #include <variant>
 
-#include "vibepit/proxy/http_head.hpp"
+#include "vibepit/http/head.hpp"
 
-namespace vibepit::proxy {
+namespace vibepit::http {
 
 enum class BodyKind { none, length, chunked, until_close };
 
@@ -97,4 +97,4 @@ std::string rewrite_response_head(const ResponseHead& head);
 // Whether the client asked to keep the connection open (version default and Connection).
 bool wants_keep_alive(int version_minor, const std::vector<Header>& headers);
 
-}  // namespace vibepit::proxy
+}  // namespace vibepit::http

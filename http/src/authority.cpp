@@ -1,11 +1,11 @@
 // Authorities and request targets. The host that policy sees must be the host that is
 // dialled, so anything a resolver or inet_aton could read two ways is refused here.
-#include "vibepit/proxy/authority.hpp"
+#include "vibepit/http/authority.hpp"
 
 #include <string>
 #include <utility>
 
-namespace vibepit::proxy {
+namespace vibepit::http {
 namespace {
 
 using policy::IpAddr;
@@ -227,4 +227,4 @@ std::variant<Target, TargetError> parse_target(std::string_view method, std::str
   return t;
 }
 
-}  // namespace vibepit::proxy
+}  // namespace vibepit::http

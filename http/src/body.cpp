@@ -1,12 +1,12 @@
 // Message framing, the chunked-body validator and the head rewrites. The proxy forwards
 // bodies byte for byte, so framing must be unambiguous: whatever could be read two ways
 // by the next hop (request smuggling) is refused rather than repaired.
-#include "vibepit/proxy/http_body.hpp"
+#include "vibepit/http/body.hpp"
 
 #include <initializer_list>
 #include <string>
 
-namespace vibepit::proxy {
+namespace vibepit::http {
 namespace {
 
 constexpr std::size_t kMaxLengthDigits = 19;  // < 2^64, so no overflow
@@ -381,4 +381,4 @@ bool wants_keep_alive(int version_minor, const std::vector<Header>& headers) {
   return connection_lists(headers, "keep-alive");
 }
 
-}  // namespace vibepit::proxy
+}  // namespace vibepit::http

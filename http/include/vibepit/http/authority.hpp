@@ -9,7 +9,7 @@
 
 #include "vibepit/policy/ip.hpp"
 
-namespace vibepit::proxy {
+namespace vibepit::http {
 
 struct Authority {
   std::string host;                  // normalised name, or canonical IP text without brackets
@@ -41,4 +41,4 @@ struct Target {
 // follows the scheme (80 for http, 443 for https).
 std::variant<Target, TargetError> parse_target(std::string_view method, std::string_view target);
 
-}  // namespace vibepit::proxy
+}  // namespace vibepit::http
