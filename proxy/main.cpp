@@ -13,11 +13,11 @@
 #include "vibepit/control/plane.hpp"
 #include "vibepit/dns/server.hpp"
 #include "vibepit/policy/snapshot.hpp"
-#include "vibepit/proxy/config.hpp"
-#include "vibepit/proxy/decision_log.hpp"
 #include "vibepit/proxy/resolver.hpp"
 #include "vibepit/proxy/server.hpp"
-#include "vibepit/proxy/system_resolvers.hpp"
+#include "vibepit/runtime/config.hpp"
+#include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/runtime/system_resolvers.hpp"
 
 namespace {
 
@@ -71,16 +71,16 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("vibepit-proxy"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 
-  vibepit::proxy::Config cfg;
+  vibepit::runtime::Config cfg;
   std::string upstream_source = "the config";
   try {
-    cfg = vibepit::proxy::load_config(config_path);
+    cfg = vibepit::runtime::load_config(config_path);
     if (cfg.upstream_dns.empty()) {
-      auto found = vibepit::proxy::system_resolvers();
+      auto found = vibepit::runtime::system_resolvers();
       cfg.upstream_dns = std::move(found.servers);
       upstream_source = std::move(found.source) + ", as upstream-dns is not set";
     }
-  } catch (const vibepit::proxy::ConfigError& e) {
+  } catch (const vibepit::runtime::ConfigError& e) {
     std::cerr << "vibepit-proxy: invalid configuration " << config_path << ": " << e.what() << "\n";
     return 2;
   }
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     std::cerr << "vibepit-proxy: --session-dir and --credentials-fd exclude each other\n";
     return 2;
   }
-  const auto upstreams = vibepit::proxy::to_string(cfg.upstream_dns);
+  const auto upstreams = vibepit::runtime::to_string(cfg.upstream_dns);
   if (check_only) {
     std::cout << "configuration OK; upstream DNS " << upstreams << " (from " << upstream_source
               << ")\n";
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   try {
     // Scripts parse this line too: "upstream dns ADDR:PORT... (from SOURCE)".
     spdlog::info("upstream dns {} (from {})", upstreams, upstream_source);
-    vibepit::proxy::resolver_library_init();
+    vibepit::runtime::resolver_library_init();
     auto compiled = vibepit::policy::compile(cfg.rules, 1);
     vibepit::policy::SnapshotStore store(
         std::get<std::shared_ptr<const vibepit::policy::Snapshot>>(compiled));
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
     // (stop_control), then the log's writer (~DecisionLog), and only then is the control
     // plane destroyed.
     std::optional<vibepit::control::ControlPlane> control;
-    vibepit::proxy::DecisionLog log(cfg.decision_log, cfg.decision_ring);
+    vibepit::runtime::DecisionLog log(cfg.decision_log, cfg.decision_ring);
     struct StopControl {
       std::optional<vibepit::control::ControlPlane>& plane;
       ~StopControl() {

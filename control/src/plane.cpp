@@ -30,7 +30,7 @@ void wipe(std::string& secret) {
   secret.clear();
 }
 
-asio::ip::tcp::endpoint to_endpoint(const proxy::Endpoint& e) {
+asio::ip::tcp::endpoint to_endpoint(const runtime::Endpoint& e) {
   auto text = e.addr.to_string();
   return {asio::ip::make_address(text), e.port};
 }
@@ -39,7 +39,7 @@ asio::ip::tcp::endpoint to_endpoint(const proxy::Endpoint& e) {
 
 class ControlPlane::Feed : public DecisionFeed {
  public:
-  explicit Feed(const proxy::DecisionLog& log) : log_(log) {}
+  explicit Feed(const runtime::DecisionLog& log) : log_(log) {}
   std::vector<Entry> since(std::uint64_t after, std::size_t limit,
                            std::uint64_t& lost) const override {
     std::vector<Entry> out;
@@ -49,14 +49,14 @@ class ControlPlane::Feed : public DecisionFeed {
   std::uint64_t last_seq() const override { return log_.last_seq(); }
 
  private:
-  const proxy::DecisionLog& log_;
+  const runtime::DecisionLog& log_;
 };
 
 // The decision counters, plus what only the control server and the log know: refused
 // handshakes and requests, and records dropped because the log's queues were full.
 class ControlPlane::Metrics : public StatsSource {
  public:
-  Metrics(const DecisionStats& stats, const proxy::DecisionLog& log) : stats_(stats), log_(log) {}
+  Metrics(const DecisionStats& stats, const runtime::DecisionLog& log) : stats_(stats), log_(log) {}
   void attach(const ServerCounters* c) { server_ = c; }  // before the control thread starts
 
   std::string stats_json() const override {
@@ -102,7 +102,7 @@ class ControlPlane::Metrics : public StatsSource {
 
  private:
   const DecisionStats& stats_;
-  const proxy::DecisionLog& log_;
+  const runtime::DecisionLog& log_;
   const ServerCounters* server_ = nullptr;
 };
 
@@ -134,15 +134,15 @@ PeerCredentials read_server_credentials(int fd) {
   return out;
 }
 
-ControlPlane::ControlPlane(const proxy::Config& cfg, policy::SnapshotStore& store,
-                           proxy::DecisionLog& log, PlaneOptions opts)
+ControlPlane::ControlPlane(const runtime::Config& cfg, policy::SnapshotStore& store,
+                           runtime::DecisionLog& log, PlaneOptions opts)
     : cfg_(cfg),
       opts_(std::move(opts)),
       feed_(std::make_unique<Feed>(log)),
       stats_(cfg.control.stats_hosts),
       metrics_(std::make_unique<Metrics>(stats_, log)),
       rules_(store) {
-  log.set_observer([this](const proxy::DecisionRecord& r) { stats_.observe(r); });
+  log.set_observer([this](const runtime::DecisionRecord& r) { stats_.observe(r); });
   session_id_ = opts_.session_id;
   if (session_id_.empty()) {
     session_id_ =

@@ -62,13 +62,13 @@ struct DnsWorker::Forward {
   std::weak_ptr<DnsWorker> worker;
   std::vector<std::uint8_t> pkt;  // the client's query, for its ID and question bytes
   Query q;
-  proxy::DecisionRecord rec;
+  runtime::DecisionRecord rec;
   std::shared_ptr<const policy::Snapshot> snap;
   ReplyTo to;
 };
 
-DnsWorker::DnsWorker(asio::io_context& io, const proxy::Config& cfg, policy::SnapshotStore& store,
-                     proxy::DecisionLog::Producer& log, SharedCache& cache)
+DnsWorker::DnsWorker(asio::io_context& io, const runtime::Config& cfg, policy::SnapshotStore& store,
+                     runtime::DecisionLog::Producer& log, SharedCache& cache)
     : io_(io),
       cfg_(cfg),
       store_(store),
@@ -76,17 +76,17 @@ DnsWorker::DnsWorker(asio::io_context& io, const proxy::Config& cfg, policy::Sna
       cache_(cache),
       limiter_(cfg.dns.client_qps, cfg.dns.client_burst),
       udp_upstream_(io, cfg.upstream_dns,
-                    proxy::AresOptions{.timeout = cfg.dns.timeout,
-                                       .tcp = false,
-                                       .ignore_truncation = true,
-                                       .any_rcode = true,
-                                       .edns_payload = cfg.dns.udp_payload}),
+                    runtime::AresOptions{.timeout = cfg.dns.timeout,
+                                         .tcp = false,
+                                         .ignore_truncation = true,
+                                         .any_rcode = true,
+                                         .edns_payload = cfg.dns.udp_payload}),
       tcp_upstream_(io, cfg.upstream_dns,
-                    proxy::AresOptions{.timeout = cfg.dns.timeout,
-                                       .tcp = true,
-                                       .ignore_truncation = false,
-                                       .any_rcode = true,
-                                       .edns_payload = cfg.dns.udp_payload}) {
+                    runtime::AresOptions{.timeout = cfg.dns.timeout,
+                                         .tcp = true,
+                                         .ignore_truncation = false,
+                                         .any_rcode = true,
+                                         .edns_payload = cfg.dns.udp_payload}) {
   for (auto t : cfg.dns.qtypes) qtypes_.add(t);
 }
 
@@ -94,9 +94,9 @@ DnsWorker::~DnsWorker() {
   *alive_ = false;
 }
 
-proxy::DecisionRecord DnsWorker::make_record(const Query& q, const asio::ip::address& client,
-                                             std::uint16_t port, Transport t) {
-  proxy::DecisionRecord rec;
+runtime::DecisionRecord DnsWorker::make_record(const Query& q, const asio::ip::address& client,
+                                               std::uint16_t port, Transport t) {
+  runtime::DecisionRecord rec;
   rec.id = log_.next_id();
   rec.ts_us = now_us();
   rec.src = "dns";
@@ -116,7 +116,7 @@ proxy::DecisionRecord DnsWorker::make_record(const Query& q, const asio::ip::add
   return rec;
 }
 
-void DnsWorker::emit(proxy::DecisionRecord& rec, Rcode rc) {
+void DnsWorker::emit(runtime::DecisionRecord& rec, Rcode rc) {
   rec.rcode = to_string(rc).data();  // a view of a string literal: NUL-terminated
   rec.elapsed_us = static_cast<std::uint32_t>(std::max<std::int64_t>(now_us() - rec.ts_us, 1));
   log_.push(std::move(rec));
@@ -127,7 +127,7 @@ std::size_t DnsWorker::reply_limit(const Query& q, Transport t) const {
 }
 
 void DnsWorker::reply_error(std::span<const std::uint8_t> pkt, const Query& q, Rcode rc,
-                            proxy::DecisionRecord& rec, const ReplyTo& to) {
+                            runtime::DecisionRecord& rec, const ReplyTo& to) {
   auto n = build_error(pkt, q, rc, cfg_.dns.udp_payload, wbuf_);
   emit(rec, rc);
   if (n) deliver(to, std::span<const std::uint8_t>(wbuf_.data(), n));
@@ -220,7 +220,7 @@ bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::addres
 }
 
 void DnsWorker::forward(std::span<const std::uint8_t> pkt, const Query& q,
-                        proxy::DecisionRecord rec, std::shared_ptr<const policy::Snapshot> snap,
+                        runtime::DecisionRecord rec, std::shared_ptr<const policy::Snapshot> snap,
                         ReplyTo to) {
   auto n = build_upstream_query(pkt, q, cfg_.dns.udp_payload, qbuf_);
   if (n == 0) {

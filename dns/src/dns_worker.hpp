@@ -23,9 +23,9 @@
 #include "vibepit/dns/filter.hpp"
 #include "vibepit/dns/wire.hpp"
 #include "vibepit/policy/snapshot.hpp"
-#include "vibepit/proxy/ares_channel.hpp"
-#include "vibepit/proxy/config.hpp"
-#include "vibepit/proxy/decision_log.hpp"
+#include "vibepit/runtime/ares_channel.hpp"
+#include "vibepit/runtime/config.hpp"
+#include "vibepit/runtime/decision_log.hpp"
 
 namespace vibepit::dns {
 
@@ -63,8 +63,8 @@ class RateLimiter {
 
 class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
  public:
-  DnsWorker(asio::io_context& io, const proxy::Config& cfg, policy::SnapshotStore& store,
-            proxy::DecisionLog::Producer& log, SharedCache& cache);
+  DnsWorker(asio::io_context& io, const runtime::Config& cfg, policy::SnapshotStore& store,
+            runtime::DecisionLog::Producer& log, SharedCache& cache);
   ~DnsWorker();
 
   // Binding happens on the caller's thread before the loop runs.
@@ -79,7 +79,7 @@ class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
               std::uint16_t client_port, ReplyTo to);
 
   asio::io_context& io() { return io_; }
-  const proxy::DnsConfig& cfg() const { return cfg_.dns; }
+  const runtime::DnsConfig& cfg() const { return cfg_.dns; }
   std::size_t& tcp_count() { return tcp_count_; }
 
  private:
@@ -90,7 +90,7 @@ class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
   void receive_udp(std::size_t index);
   void drain_udp(std::size_t index);
   void accept_tcp(std::size_t index);
-  void forward(std::span<const std::uint8_t> pkt, const Query& q, proxy::DecisionRecord rec,
+  void forward(std::span<const std::uint8_t> pkt, const Query& q, runtime::DecisionRecord rec,
                std::shared_ptr<const policy::Snapshot> snap, ReplyTo to);
   void deliver(const ReplyTo& to, std::span<const std::uint8_t> reply);
   void begin_udp_batch(int fd);
@@ -98,17 +98,17 @@ class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
   static void on_upstream(void* arg, int status, int timeouts, unsigned char* abuf, int alen);
   void finish_forward(Forward& f, int status, std::span<const std::uint8_t> answer);
   void reply_error(std::span<const std::uint8_t> pkt, const Query& q, Rcode rc,
-                   proxy::DecisionRecord& rec, const ReplyTo& to);
-  proxy::DecisionRecord make_record(const Query& q, const asio::ip::address& client,
-                                    std::uint16_t port, Transport t);
-  void emit(proxy::DecisionRecord& rec, Rcode rc);
+                   runtime::DecisionRecord& rec, const ReplyTo& to);
+  runtime::DecisionRecord make_record(const Query& q, const asio::ip::address& client,
+                                      std::uint16_t port, Transport t);
+  void emit(runtime::DecisionRecord& rec, Rcode rc);
   Rcode deny_rcode() const { return cfg_.dns.deny_nxdomain ? Rcode::nxdomain : Rcode::refused; }
   std::size_t reply_limit(const Query& q, Transport t) const;
 
   asio::io_context& io_;
-  const proxy::Config& cfg_;
+  const runtime::Config& cfg_;
   policy::SnapshotStore& store_;
-  proxy::DecisionLog::Producer& log_;
+  runtime::DecisionLog::Producer& log_;
   QtypeSet qtypes_ = QtypeSet::none();
   SharedCache& cache_;
   std::vector<policy::IpAddr> hit_addrs_;  // a cache hit's addresses; capacity reused
@@ -136,8 +136,8 @@ class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Last, so they are destroyed first: queries they still hold complete (ARES_EDESTRUCTION)
   // while everything above exists.
-  proxy::AresChannel udp_upstream_;
-  proxy::AresChannel tcp_upstream_;
+  runtime::AresChannel udp_upstream_;
+  runtime::AresChannel tcp_upstream_;
 };
 
 }  // namespace vibepit::dns

@@ -3,11 +3,11 @@
 #include <asio/post.hpp>
 
 #include "dns_worker.hpp"
-#include "vibepit/proxy/endpoint.hpp"
+#include "vibepit/runtime/endpoint.hpp"
 
 namespace vibepit::dns {
 
-DnsServer::DnsServer(const proxy::Config& cfg, policy::SnapshotStore& store,
+DnsServer::DnsServer(const runtime::Config& cfg, policy::SnapshotStore& store,
                      const proxy::ProxyServer& proxy)
     : cfg_(cfg),
       cache_(std::make_unique<SharedCache>(
@@ -26,7 +26,7 @@ std::vector<asio::ip::udp::endpoint> DnsServer::listen() {
   std::vector<asio::ip::udp::endpoint> bound;
   for (const auto& ep : cfg_.dns.listen) {
     auto want =
-        asio::ip::udp::endpoint(proxy::to_tcp_endpoint(ep.addr, ep.port).address(), ep.port);
+        asio::ip::udp::endpoint(runtime::to_tcp_endpoint(ep.addr, ep.port).address(), ep.port);
     for (auto& w : workers_) {
       want = w->bind(want);  // port 0: the other threads join the port the first one got
     }

@@ -12,7 +12,7 @@
 #include "vibepit/launcher/image_commands.hpp"
 #include "vibepit/launcher/run_command.hpp"
 #include "vibepit/policy/classify.hpp"
-#include "vibepit/proxy/system_resolvers.hpp"
+#include "vibepit/runtime/system_resolvers.hpp"
 
 namespace vibepit::launcher {
 namespace fs = std::filesystem;
@@ -80,7 +80,7 @@ void pump(docker::Hijacked h, bool tty, bool forward_stdin) {
 }
 
 std::vector<std::string> host_resolvers(const Report& report) {
-  auto found = proxy::system_resolvers();
+  auto found = runtime::system_resolvers();
   std::vector<std::string> out;
   for (const auto& ep : found.servers) {
     if (policy::classify_always_blocked(ep.addr).kind == "loopback")
@@ -90,7 +90,7 @@ std::vector<std::string> host_resolvers(const Report& report) {
     out.push_back(ep.to_string());
   }
   if (report)
-    report("using upstream DNS " + proxy::to_string(found.servers) + " (from " + found.source +
+    report("using upstream DNS " + runtime::to_string(found.servers) + " (from " + found.source +
            ")");
   return out;
 }

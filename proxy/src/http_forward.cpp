@@ -235,7 +235,7 @@ asio::awaitable<bool> Session::forward_request_body(const http::Framing& framing
 }
 
 asio::awaitable<bool> Session::forward_response(std::string_view method, bool client_keep_alive,
-                                                bool& keep_client, DecisionRecord& rec) {
+                                                bool& keep_client, runtime::DecisionRecord& rec) {
   asio::error_code ec;
   const std::string req_method(method);
   upbuf_.clear();

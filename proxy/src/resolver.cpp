@@ -16,9 +16,11 @@ struct Resolver::Query {
   std::string name;
 };
 
-Resolver::Resolver(asio::io_context& io, const std::vector<Endpoint>& servers,
+Resolver::Resolver(asio::io_context& io, const std::vector<runtime::Endpoint>& servers,
                    std::chrono::milliseconds timeout, CacheLimits limits)
-    : io_(io), limits_(limits), channel_(io, servers, AresOptions{timeout, false, false}) {}
+    : io_(io),
+      limits_(limits),
+      channel_(io, servers, runtime::AresOptions{timeout, false, false}) {}
 
 Resolver::~Resolver() {
   // Pending lookups complete with ARES_EDESTRUCTION when channel_ goes; their handlers

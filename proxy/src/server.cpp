@@ -13,9 +13,9 @@
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 
-#include "vibepit/proxy/endpoint.hpp"
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/session.hpp"
+#include "vibepit/runtime/endpoint.hpp"
 
 namespace vibepit::proxy {
 namespace {
@@ -100,8 +100,8 @@ void sweep(Worker& w) {
 
 }  // namespace
 
-Worker::Worker(const Config& c, policy::SnapshotStore& s, DecisionLog::Producer& p,
-               std::atomic<std::size_t>& a)
+Worker::Worker(const runtime::Config& c, policy::SnapshotStore& s,
+               runtime::DecisionLog::Producer& p, std::atomic<std::size_t>& a)
     : cfg(c), store(s), log(p), active(a), resolver(io, c.upstream_dns, c.resolve_timeout) {
   spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
@@ -110,7 +110,8 @@ Worker::~Worker() {
   if (spare_fd >= 0) ::close(spare_fd);
 }
 
-ProxyServer::ProxyServer(const Config& cfg, policy::SnapshotStore& store, DecisionLog& log)
+ProxyServer::ProxyServer(const runtime::Config& cfg, policy::SnapshotStore& store,
+                         runtime::DecisionLog& log)
     : cfg_(cfg) {
   unsigned n = cfg.threads ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < n; ++i) {
@@ -128,7 +129,7 @@ ProxyServer::~ProxyServer() {
 std::vector<tcp::endpoint> ProxyServer::listen() {
   std::vector<tcp::endpoint> bound;
   for (const auto& ep : cfg_.proxy_listen) {
-    auto want = to_tcp_endpoint(ep.addr, ep.port);
+    auto want = runtime::to_tcp_endpoint(ep.addr, ep.port);
     for (auto& w : workers_) {
       tcp::acceptor a(w->io);
       a.open(want.protocol());

@@ -9,10 +9,10 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
-#include "vibepit/proxy/endpoint.hpp"
 #include "vibepit/proxy/relay.hpp"
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/server.hpp"
+#include "vibepit/runtime/endpoint.hpp"
 
 namespace vibepit::proxy {
 namespace {
@@ -140,7 +140,7 @@ asio::awaitable<void> Session::run() {
     if (auto* err = std::get_if<http::TargetError>(&parsed)) {
       std::string method(head.method);
       if (method == "CONNECT") {
-        DecisionRecord rec;
+        runtime::DecisionRecord rec;
         rec.id = w_.log.next_id();
         rec.ts_us = now_us();
         rec.client = client_text_;
@@ -190,8 +190,9 @@ asio::awaitable<void> Session::run() {
   close_all();
 }
 
-DecisionRecord Session::new_record(std::string_view method, const http::Authority& target) {
-  DecisionRecord rec;
+runtime::DecisionRecord Session::new_record(std::string_view method,
+                                            const http::Authority& target) {
+  runtime::DecisionRecord rec;
   rec.id = w_.log.next_id();
   rec.ts_us = now_us();
   rec.client = client_text_;
@@ -205,15 +206,15 @@ DecisionRecord Session::new_record(std::string_view method, const http::Authorit
   return rec;
 }
 
-void Session::mark_decided(DecisionRecord& rec) {
+void Session::mark_decided(runtime::DecisionRecord& rec) {
   rec.elapsed_us = static_cast<std::uint32_t>(std::max<std::int64_t>(now_us() - rec.ts_us, 1));
 }
 
-void Session::emit(DecisionRecord rec) {
+void Session::emit(runtime::DecisionRecord rec) {
   w_.log.push(std::move(rec));
 }
 
-void Session::emit_close(DecisionRecord rec, clock::time_point started) {
+void Session::emit_close(runtime::DecisionRecord rec, clock::time_point started) {
   rec.close = true;
   rec.ts_us = now_us();
   rec.ms = static_cast<std::uint64_t>(
@@ -222,7 +223,8 @@ void Session::emit_close(DecisionRecord rec, clock::time_point started) {
 }
 
 asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& target,
-                                                        DecisionRecord& rec, bool reuse_ok) {
+                                                        runtime::DecisionRecord& rec,
+                                                        bool reuse_ok) {
   Dial out;
   auto snap = w_.store.current();  // one snapshot for the whole decision
   rec.gen = snap->generation;
@@ -314,7 +316,7 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& t
     asio::error_code ec;
     upstream_ = tcp::socket(w_.io);
     set_deadline(Phase::connect, w_.cfg.connect_timeout);
-    co_await upstream_.async_connect(to_tcp_endpoint(ip, target.port),
+    co_await upstream_.async_connect(runtime::to_tcp_endpoint(ip, target.port),
                                      asio::redirect_error(asio::use_awaitable, ec));
     if (closed_) co_return out;
     if (!ec) {
@@ -355,7 +357,8 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& t
   co_return out;
 }
 
-asio::awaitable<void> Session::handle_connect(const http::Authority& target, DecisionRecord& rec) {
+asio::awaitable<void> Session::handle_connect(const http::Authority& target,
+                                              runtime::DecisionRecord& rec) {
   auto dial = co_await decide_and_dial(target, rec, false);
   mark_decided(rec);
   if (closed_) co_return;
@@ -381,7 +384,8 @@ asio::awaitable<void> Session::handle_connect(const http::Authority& target, Dec
     if (!ec) {
       touch();
       co_await relay(
-          client_, upstream_, w_.cfg.splice == SpliceMode::automatic, [this] { touch(); }, stats);
+          client_, upstream_, w_.cfg.splice == runtime::SpliceMode::automatic, [this] { touch(); },
+          stats);
     }
   }
   rec.bytes_up = stats.up;

@@ -11,8 +11,8 @@ namespace {
 
 using json = nlohmann::json;
 
-proxy::DecisionRecord proxy_decision(std::string host, policy::Verdict v, int status) {
-  proxy::DecisionRecord r;
+runtime::DecisionRecord proxy_decision(std::string host, policy::Verdict v, int status) {
+  runtime::DecisionRecord r;
   r.host = std::move(host);
   r.verdict = v;
   r.reason =
@@ -22,8 +22,8 @@ proxy::DecisionRecord proxy_decision(std::string host, policy::Verdict v, int st
   return r;
 }
 
-proxy::DecisionRecord dns_answer(std::string host, bool cached) {
-  proxy::DecisionRecord r;
+runtime::DecisionRecord dns_answer(std::string host, bool cached) {
+  runtime::DecisionRecord r;
   r.src = "dns";
   r.host = std::move(host);
   r.verdict = policy::Verdict::allow;

@@ -15,8 +15,8 @@ using test::addr_rdata;
 using test::Bytes;
 using test::QuerySpec;
 
-proxy::Config config() {
-  auto cfg = proxy::parse_config(R"({"proxy-listen": ["127.0.0.1:0"],
+runtime::Config config() {
+  auto cfg = runtime::parse_config(R"({"proxy-listen": ["127.0.0.1:0"],
                                      "upstream-dns": ["127.0.0.1:9"],
                                      "dns-client-qps": 5, "dns-client-burst": 3})");
   return cfg;
@@ -32,10 +32,10 @@ std::shared_ptr<policy::Snapshot> rules(std::vector<std::string> allow_dns,
 
 struct Fixture : ::testing::Test {
   asio::io_context io;
-  proxy::Config cfg = config();
+  runtime::Config cfg = config();
   policy::SnapshotStore store{rules({"www.example.com"})};
-  proxy::DecisionLog log{"", 100};
-  proxy::DecisionLog::Producer& producer = log.make_producer();
+  runtime::DecisionLog log{"", 100};
+  runtime::DecisionLog::Producer& producer = log.make_producer();
   SharedCache cache{CacheLimits{}};
   std::shared_ptr<DnsWorker> worker = std::make_shared<DnsWorker>(io, cfg, store, producer, cache);
   const asio::ip::address client = asio::ip::make_address("192.0.2.2");

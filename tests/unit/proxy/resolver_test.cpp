@@ -85,9 +85,9 @@ class FakeDns {
 
 ResolveResult resolve(std::uint16_t port, const std::string& name,
                       std::chrono::milliseconds timeout = std::chrono::milliseconds(900)) {
-  resolver_library_init();
+  runtime::resolver_library_init();
   asio::io_context io;
-  Endpoint server{*policy::IpAddr::parse("127.0.0.1"), port};
+  runtime::Endpoint server{*policy::IpAddr::parse("127.0.0.1"), port};
   Resolver r(io, {server}, timeout);
   ResolveResult out;
   bool done = false;
@@ -150,8 +150,8 @@ TEST(Resolver, SingleLabelNamesAreAskedAsGiven) {
 class SharedResolver {
  public:
   explicit SharedResolver(std::uint16_t port)
-      : resolver_((resolver_library_init(), io_),
-                  {Endpoint{*policy::IpAddr::parse("127.0.0.1"), port}},
+      : resolver_((runtime::resolver_library_init(), io_),
+                  {runtime::Endpoint{*policy::IpAddr::parse("127.0.0.1"), port}},
                   std::chrono::milliseconds(900)) {}
 
   // Start `n` lookups of `name` at once and wait for all of them.

@@ -15,8 +15,8 @@
 #include "vibepit/control/server.hpp"
 #include "vibepit/control/stats.hpp"
 #include "vibepit/policy/snapshot.hpp"
-#include "vibepit/proxy/config.hpp"
-#include "vibepit/proxy/decision_log.hpp"
+#include "vibepit/runtime/config.hpp"
+#include "vibepit/runtime/decision_log.hpp"
 
 namespace vibepit::control {
 
@@ -32,7 +32,7 @@ PeerCredentials read_server_credentials(int fd);
 class ControlPlane {
  public:
   // Registers the counters with `log`, so it must come before log.start().
-  ControlPlane(const proxy::Config& cfg, policy::SnapshotStore& store, proxy::DecisionLog& log,
+  ControlPlane(const runtime::Config& cfg, policy::SnapshotStore& store, runtime::DecisionLog& log,
                PlaneOptions opts);
   ~ControlPlane();
 
@@ -46,7 +46,7 @@ class ControlPlane {
  private:
   class Feed;
   class Metrics;
-  const proxy::Config& cfg_;
+  const runtime::Config& cfg_;
   PlaneOptions opts_;
   std::string session_id_;
   std::optional<SessionCredentials> generated_;  // standalone mode: the client's half to write

@@ -15,8 +15,8 @@
 #include <asio/ip/udp.hpp>
 
 #include "vibepit/policy/snapshot.hpp"
-#include "vibepit/proxy/config.hpp"
 #include "vibepit/proxy/server.hpp"
+#include "vibepit/runtime/config.hpp"
 
 namespace vibepit::dns {
 
@@ -26,7 +26,7 @@ class SharedCache;
 class DnsServer {
  public:
   // Attaches to the proxy's workers; call before proxy.start().
-  DnsServer(const proxy::Config& cfg, policy::SnapshotStore& store,
+  DnsServer(const runtime::Config& cfg, policy::SnapshotStore& store,
             const proxy::ProxyServer& proxy);
   ~DnsServer();
   DnsServer(const DnsServer&) = delete;
@@ -41,7 +41,7 @@ class DnsServer {
   void stop();
 
  private:
-  const proxy::Config& cfg_;
+  const runtime::Config& cfg_;
   std::unique_ptr<SharedCache> cache_;  // declared first: the workers use it
   std::vector<std::shared_ptr<DnsWorker>> workers_;
 };

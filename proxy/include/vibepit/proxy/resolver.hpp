@@ -21,8 +21,8 @@
 #include <asio/steady_timer.hpp>
 
 #include "vibepit/policy/ip.hpp"
-#include "vibepit/proxy/ares_channel.hpp"
-#include "vibepit/proxy/config.hpp"
+#include "vibepit/runtime/ares_channel.hpp"
+#include "vibepit/runtime/config.hpp"
 
 struct ares_addrinfo;
 
@@ -45,7 +45,7 @@ struct ResolverCacheLimits {
 class Resolver {
  public:
   using CacheLimits = ResolverCacheLimits;
-  Resolver(asio::io_context& io, const std::vector<Endpoint>& servers,
+  Resolver(asio::io_context& io, const std::vector<runtime::Endpoint>& servers,
            std::chrono::milliseconds timeout, CacheLimits limits = {});
   ~Resolver();
   Resolver(const Resolver&) = delete;
@@ -100,7 +100,7 @@ class Resolver {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Last, so it is destroyed first: its pending lookups complete (ARES_EDESTRUCTION) while
   // the cache and the waiters they touch still exist.
-  AresChannel channel_;
+  runtime::AresChannel channel_;
 };
 
 }  // namespace vibepit::proxy

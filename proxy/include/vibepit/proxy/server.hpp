@@ -15,9 +15,9 @@
 #include <asio/steady_timer.hpp>
 
 #include "vibepit/policy/snapshot.hpp"
-#include "vibepit/proxy/config.hpp"
-#include "vibepit/proxy/decision_log.hpp"
 #include "vibepit/proxy/resolver.hpp"
+#include "vibepit/runtime/config.hpp"
+#include "vibepit/runtime/decision_log.hpp"
 
 namespace vibepit::proxy {
 
@@ -25,7 +25,7 @@ class Session;
 
 // What a session needs from the thread it runs on.
 struct Worker {
-  Worker(const Config& c, policy::SnapshotStore& s, DecisionLog::Producer& p,
+  Worker(const runtime::Config& c, policy::SnapshotStore& s, runtime::DecisionLog::Producer& p,
          std::atomic<std::size_t>& active);
   ~Worker();
 
@@ -33,9 +33,9 @@ struct Worker {
   std::unordered_set<Session*> sessions;  // this thread's sessions, for draining
   bool draining = false;
   asio::io_context io{1};
-  const Config& cfg;
+  const runtime::Config& cfg;
   policy::SnapshotStore& store;
-  DecisionLog::Producer& log;
+  runtime::DecisionLog::Producer& log;
   std::atomic<std::size_t>& active;  // connections open across all workers
   Resolver resolver;
   std::vector<asio::ip::tcp::acceptor> acceptors;
@@ -45,7 +45,7 @@ struct Worker {
 
 class ProxyServer {
  public:
-  ProxyServer(const Config& cfg, policy::SnapshotStore& store, DecisionLog& log);
+  ProxyServer(const runtime::Config& cfg, policy::SnapshotStore& store, runtime::DecisionLog& log);
   ~ProxyServer();
 
   // Bind every proxy-listen address on every worker. Returns the bound endpoints (port 0
@@ -61,7 +61,7 @@ class ProxyServer {
   const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
 
  private:
-  const Config& cfg_;
+  const runtime::Config& cfg_;
   std::atomic<std::size_t> active_{0};
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::thread> threads_;

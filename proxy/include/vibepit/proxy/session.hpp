@@ -17,8 +17,8 @@
 #include "vibepit/http/body.hpp"
 #include "vibepit/http/head.hpp"
 #include "vibepit/policy/decision.hpp"
-#include "vibepit/proxy/decision_log.hpp"
 #include "vibepit/proxy/response.hpp"
+#include "vibepit/runtime/decision_log.hpp"
 
 namespace vibepit::proxy {
 
@@ -49,10 +49,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   asio::awaitable<void> run();
   asio::awaitable<HeadStatus> read_head(http::RequestHead& head);
-  asio::awaitable<void> handle_connect(const http::Authority& target, DecisionRecord& rec);
+  asio::awaitable<void> handle_connect(const http::Authority& target, runtime::DecisionRecord& rec);
   // Returns true when the client connection may carry another request.
   asio::awaitable<bool> handle_http(const http::RequestHead& head, const http::Target& target);
-  asio::awaitable<Dial> decide_and_dial(const http::Authority& target, DecisionRecord& rec,
+  asio::awaitable<Dial> decide_and_dial(const http::Authority& target, runtime::DecisionRecord& rec,
                                         bool reuse_ok);
   asio::awaitable<bool> send(std::string_view bytes);  // to the client, with a deadline
   // Message by value: it must live in the coroutine frame across the write.
@@ -60,12 +60,12 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<bool> forward_request_body(const http::Framing& framing, std::uint64_t& bytes,
                                              std::string& framing_error);
   asio::awaitable<bool> forward_response(std::string_view method, bool client_keep_alive,
-                                         bool& keep_client, DecisionRecord& rec);
+                                         bool& keep_client, runtime::DecisionRecord& rec);
 
-  DecisionRecord new_record(std::string_view method, const http::Authority& target);
-  void mark_decided(DecisionRecord& rec);  // elapsed_us: arrival to decision
-  void emit(DecisionRecord rec);
-  void emit_close(DecisionRecord rec, clock::time_point started);
+  runtime::DecisionRecord new_record(std::string_view method, const http::Authority& target);
+  void mark_decided(runtime::DecisionRecord& rec);  // elapsed_us: arrival to decision
+  void emit(runtime::DecisionRecord rec);
+  void emit_close(runtime::DecisionRecord rec, clock::time_point started);
   void set_deadline(Phase phase, std::chrono::milliseconds d);
   void touch();  // activity on a tunnel or body: push the idle deadline
   void close_all();

@@ -1,4 +1,4 @@
-#include "vibepit/proxy/ares_channel.hpp"
+#include "vibepit/runtime/ares_channel.hpp"
 
 #include <ares.h>
 #include <netinet/in.h>
@@ -9,7 +9,7 @@
 
 #include <asio/posix/stream_descriptor.hpp>
 
-namespace vibepit::proxy {
+namespace vibepit::runtime {
 
 struct AresChannel::Watch {
   Watch(asio::io_context& io, int f) : fd(f), sd(io, f) {}
@@ -155,4 +155,4 @@ void AresChannel::rearm_timer() {
   });
 }
 
-}  // namespace vibepit::proxy
+}  // namespace vibepit::runtime

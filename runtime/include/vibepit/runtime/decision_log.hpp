@@ -17,7 +17,7 @@
 #include "vibepit/policy/decision.hpp"
 #include "vibepit/policy/snapshot.hpp"
 
-namespace vibepit::proxy {
+namespace vibepit::runtime {
 
 struct DecisionRecord {
   std::uint64_t id = 0;
@@ -130,4 +130,4 @@ class DecisionLog {
   std::uint64_t next_seq_ = 1;
 };
 
-}  // namespace vibepit::proxy
+}  // namespace vibepit::runtime

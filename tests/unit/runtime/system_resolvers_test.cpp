@@ -1,4 +1,4 @@
-#include "vibepit/proxy/system_resolvers.hpp"
+#include "vibepit/runtime/system_resolvers.hpp"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-namespace vibepit::proxy {
+namespace vibepit::runtime {
 namespace {
 
 std::string addresses(const std::vector<Endpoint>& eps) {
@@ -115,4 +115,4 @@ TEST_F(SystemResolversTest, NoServerIsAClearConfigError) {
 }
 
 }  // namespace
-}  // namespace vibepit::proxy
+}  // namespace vibepit::runtime

@@ -14,11 +14,11 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 
-#include "vibepit/proxy/config.hpp"
+#include "vibepit/runtime/config.hpp"
 
 struct ares_channeldata;
 
-namespace vibepit::proxy {
+namespace vibepit::runtime {
 
 struct AresOptions {
   std::chrono::milliseconds timeout{3000};  // the whole budget of a query, retries included
@@ -67,4 +67,4 @@ class AresChannel {
 // Call once per process before any channel is made.
 void resolver_library_init();
 
-}  // namespace vibepit::proxy
+}  // namespace vibepit::runtime

@@ -12,7 +12,7 @@
 #include "vibepit/policy/ip.hpp"
 #include "vibepit/policy/snapshot.hpp"
 
-namespace vibepit::proxy {
+namespace vibepit::runtime {
 
 struct Endpoint {
   policy::IpAddr addr;
@@ -105,4 +105,4 @@ class ConfigError : public std::runtime_error {
 Config parse_config(std::string_view json_text);
 Config load_config(const std::string& path);
 
-}  // namespace vibepit::proxy
+}  // namespace vibepit::runtime

@@ -7,7 +7,7 @@
 
 #include "vibepit/policy/ip.hpp"
 
-namespace vibepit::proxy {
+namespace vibepit::runtime {
 
 inline asio::ip::tcp::endpoint to_tcp_endpoint(const policy::IpAddr& ip, std::uint16_t port) {
   if (ip.v6) {
@@ -18,4 +18,4 @@ inline asio::ip::tcp::endpoint to_tcp_endpoint(const policy::IpAddr& ip, std::ui
   return {asio::ip::address_v4({ip.bytes[0], ip.bytes[1], ip.bytes[2], ip.bytes[3]}), port};
 }
 
-}  // namespace vibepit::proxy
+}  // namespace vibepit::runtime

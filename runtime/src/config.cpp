@@ -1,4 +1,4 @@
-#include "vibepit/proxy/config.hpp"
+#include "vibepit/runtime/config.hpp"
 
 #include <charconv>
 #include <fstream>
@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace vibepit::proxy {
+namespace vibepit::runtime {
 namespace {
 
 using json = nlohmann::json;
@@ -334,4 +334,4 @@ Config load_config(const std::string& path) {
   return parse_config(text.str());
 }
 
-}  // namespace vibepit::proxy
+}  // namespace vibepit::runtime

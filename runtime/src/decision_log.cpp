@@ -1,13 +1,13 @@
-#include "vibepit/proxy/decision_log.hpp"
+#include "vibepit/runtime/decision_log.hpp"
 
-#include "vibepit/proxy/config.hpp"
+#include "vibepit/runtime/config.hpp"
 
 #include <bit>
 #include <chrono>
 #include <stdexcept>
 #include <string_view>
 
-namespace vibepit::proxy {
+namespace vibepit::runtime {
 namespace {
 constexpr std::uint64_t kIdBlock = 4096;  // ids a producer takes from the shared counter at once
 
@@ -305,4 +305,4 @@ std::vector<DecisionLog::RingEntry> DecisionLog::since(std::uint64_t after, std:
   return out;
 }
 
-}  // namespace vibepit::proxy
+}  // namespace vibepit::runtime

@@ -1,4 +1,4 @@
-#include "vibepit/proxy/decision_log.hpp"
+#include "vibepit/runtime/decision_log.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <set>
 #include <thread>
 
-namespace vibepit::proxy {
+namespace vibepit::runtime {
 namespace {
 
 DecisionRecord sample() {
@@ -239,4 +239,4 @@ TEST(DecisionLog, ProducersOnManyThreadsLoseNothingWhenThereIsRoom) {
 }
 
 }  // namespace
-}  // namespace vibepit::proxy
+}  // namespace vibepit::runtime

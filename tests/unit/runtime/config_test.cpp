@@ -1,8 +1,8 @@
-#include "vibepit/proxy/config.hpp"
+#include "vibepit/runtime/config.hpp"
 
 #include <gtest/gtest.h>
 
-namespace vibepit::proxy {
+namespace vibepit::runtime {
 namespace {
 
 constexpr const char* kMinimal =
@@ -175,4 +175,4 @@ TEST(Config, MissingFileIsAConfigError) {
 }
 
 }  // namespace
-}  // namespace vibepit::proxy
+}  // namespace vibepit::runtime
