@@ -8,15 +8,15 @@
 namespace vibepit::dns {
 
 DnsServer::DnsServer(const runtime::Config& cfg, policy::SnapshotStore& store,
-                     const proxy::ProxyServer& proxy)
+                     std::span<const runtime::Loop> loops)
     : cfg_(cfg),
       cache_(std::make_unique<SharedCache>(
           CacheLimits{.entries = cfg.dns.cache_entries,
                       .min_ttl = cfg.dns.cache_min_ttl,
                       .max_ttl = cfg.dns.cache_max_ttl,
                       .max_negative_ttl = cfg.dns.cache_max_negative_ttl})) {
-  for (const auto& w : proxy.workers()) {
-    workers_.push_back(std::make_shared<DnsWorker>(w->io, cfg, store, w->log, *cache_));
+  for (const auto& loop : loops) {
+    workers_.push_back(std::make_shared<DnsWorker>(*loop.io, cfg, store, *loop.log, *cache_));
   }
 }
 

@@ -151,6 +151,12 @@ std::vector<tcp::endpoint> ProxyServer::listen() {
   return bound;
 }
 
+std::vector<runtime::Loop> ProxyServer::loops() const {
+  std::vector<runtime::Loop> out;
+  for (const auto& w : workers_) out.push_back({&w->io, &w->log});
+  return out;
+}
+
 void ProxyServer::start() {
   for (auto& w : workers_) {
     for (auto& a : w->acceptors) {

@@ -10,13 +10,14 @@
 // cache -> upstream (c-ares) -> the answer's addresses classified (rebinding defence) ->
 // cache -> reply. One decision record per query.
 #include <memory>
+#include <span>
 #include <vector>
 
 #include <asio/ip/udp.hpp>
 
 #include "vibepit/policy/snapshot.hpp"
-#include "vibepit/proxy/server.hpp"
 #include "vibepit/runtime/config.hpp"
+#include "vibepit/runtime/loop.hpp"
 
 namespace vibepit::dns {
 
@@ -25,9 +26,9 @@ class SharedCache;
 
 class DnsServer {
  public:
-  // Attaches to the proxy's workers; call before proxy.start().
+  // One worker on each loop (the proxy server's I/O threads); call before they start.
   DnsServer(const runtime::Config& cfg, policy::SnapshotStore& store,
-            const proxy::ProxyServer& proxy);
+            std::span<const runtime::Loop> loops);
   ~DnsServer();
   DnsServer(const DnsServer&) = delete;
   DnsServer& operator=(const DnsServer&) = delete;

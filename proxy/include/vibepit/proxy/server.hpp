@@ -18,6 +18,7 @@
 #include "vibepit/proxy/resolver.hpp"
 #include "vibepit/runtime/config.hpp"
 #include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/runtime/loop.hpp"
 
 namespace vibepit::proxy {
 
@@ -56,9 +57,9 @@ class ProxyServer {
   // rest, then stop the loops and join the threads.
   void shutdown();
   std::size_t active() const { return active_.load(std::memory_order_relaxed); }
-  // The I/O threads' contexts, for the DNS server to run on the same loops. Valid until
-  // this server is destroyed.
-  const std::vector<std::unique_ptr<Worker>>& workers() const { return workers_; }
+  // The I/O threads' loops, for the DNS server to run on. Valid until this server is
+  // destroyed; the threads run from start() to shutdown().
+  std::vector<runtime::Loop> loops() const;
 
  private:
   const runtime::Config& cfg_;

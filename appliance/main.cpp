@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
     // The DNS server runs on the proxy's threads; declared after it, so it goes first.
     std::optional<vibepit::dns::DnsServer> dns;
     if (!cfg.dns.listen.empty()) {
-      dns.emplace(cfg, store, server);
+      dns.emplace(cfg, store, server.loops());
       for (const auto& ep : dns->listen()) {
         // "listening dns ADDR:PORT": UDP and TCP share the port.
         spdlog::info("listening dns {}", endpoint_text(ep.address(), ep.port()));
