@@ -12,6 +12,7 @@
 
 #include "vibepit/control/plane.hpp"
 #include "vibepit/dns/server.hpp"
+#include "vibepit/policy/ip.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/resolver.hpp"
 #include "vibepit/proxy/server.hpp"
@@ -31,8 +32,7 @@ void raise_fd_limit() {
 }
 
 std::string endpoint_text(const asio::ip::address& addr, std::uint16_t port) {
-  return (addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string()) + ":" +
-         std::to_string(port);
+  return vibepit::policy::join_host_port(addr.to_string(), port);
 }
 
 int wait_for_signal() {

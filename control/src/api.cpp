@@ -12,35 +12,6 @@ namespace {
 
 using json = nlohmann::json;
 
-const char* reason_phrase(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 408:
-      return "Request Timeout";
-    case 411:
-      return "Length Required";
-    case 413:
-      return "Content Too Large";
-    case 429:
-      return "Too Many Requests";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 501:
-      return "Not Implemented";
-    case 503:
-      return "Service Unavailable";
-    default:
-      return "Error";
-  }
-}
-
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -112,7 +83,8 @@ ApiResponse error_response(int status, std::string_view message) {
 }
 
 std::string serialize(const ApiResponse& r, bool keep_alive) {
-  std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + reason_phrase(r.status) +
+  std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " +
+                    std::string(http::reason_phrase(r.status)) +
                     "\r\nContent-Type: " + r.content_type + "\r\nCache-Control: no-store\r\n";
   for (const auto& [k, v] : r.headers) out += k + ": " + v + "\r\n";
   if (r.follow) {

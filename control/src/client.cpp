@@ -16,6 +16,7 @@
 
 #include "vibepit/control/tls.hpp"
 #include "vibepit/http/head.hpp"
+#include "vibepit/policy/ip.hpp"
 
 namespace vibepit::control {
 namespace {
@@ -32,8 +33,7 @@ class Call {
       : ctx_(make_client_tls(creds, host)),
         stream_(io_, ctx_),
         watchdog_(io_),
-        where_(host.find(':') != std::string::npos ? "[" + host + "]:" + std::to_string(port)
-                                                   : host + ":" + std::to_string(port)),
+        where_(policy::join_host_port(host, port)),
         endpoint_(asio::ip::make_address(host), port),
         timeout_(timeout) {}
 

@@ -12,6 +12,7 @@
 
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/control/tls.hpp"
+#include "vibepit/policy/ip.hpp"
 
 namespace vibepit::control {
 namespace {
@@ -194,9 +195,9 @@ std::vector<asio::ip::tcp::endpoint> ControlPlane::listen() {
 
   if (generated_) {
     auto ep = bound.front();
-    auto host = ep.address().is_unspecified() ? std::string("127.0.0.1") : ep.address().to_string();
-    if (ep.address().is_v6() && !ep.address().is_unspecified()) host = "[" + host + "]";
-    SessionInfo info{session_id_, host + ":" + std::to_string(ep.port()),
+    const auto host =
+        ep.address().is_unspecified() ? std::string("127.0.0.1") : ep.address().to_string();
+    SessionInfo info{session_id_, policy::join_host_port(host, ep.port()),
                      static_cast<std::int64_t>(::getpid()), utc_now(), ""};
     write_client_set(opts_.session_dir, generated_->client_side(), info);
     wipe(generated_->client.key_pem);

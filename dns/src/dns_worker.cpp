@@ -10,12 +10,6 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-std::int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // The longest label of a plain name in text form.
 std::size_t longest_label(std::string_view name) {
   std::size_t best = 0, run = 0;
@@ -63,7 +57,6 @@ struct DnsWorker::Forward {
   std::vector<std::uint8_t> pkt;  // the client's query, for its ID and question bytes
   Query q;
   runtime::DecisionRecord rec;
-  std::shared_ptr<const policy::Snapshot> snap;
   ReplyTo to;
 };
 
@@ -98,7 +91,7 @@ runtime::DecisionRecord DnsWorker::make_record(const Query& q, const asio::ip::a
                                                std::uint16_t port, Transport t) {
   runtime::DecisionRecord rec;
   rec.id = log_.next_id();
-  rec.ts_us = now_us();
+  rec.ts_us = runtime::now_us();
   rec.src = "dns";
   // Text is made by the log's writer thread, off this path.
   if (client.is_v4()) {
@@ -118,7 +111,8 @@ runtime::DecisionRecord DnsWorker::make_record(const Query& q, const asio::ip::a
 
 void DnsWorker::emit(runtime::DecisionRecord& rec, Rcode rc) {
   rec.rcode = to_string(rc).data();  // a view of a string literal: NUL-terminated
-  rec.elapsed_us = static_cast<std::uint32_t>(std::max<std::int64_t>(now_us() - rec.ts_us, 1));
+  rec.elapsed_us =
+      static_cast<std::uint32_t>(std::max<std::int64_t>(runtime::now_us() - rec.ts_us, 1));
   log_.push(std::move(rec));
 }
 
@@ -215,13 +209,12 @@ bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::addres
     reply_error(pkt, q, Rcode::servfail, rec, to);
     return true;
   }
-  forward(pkt, q, std::move(rec), std::move(snap), std::move(to));
+  forward(pkt, q, std::move(rec), std::move(to));
   return true;
 }
 
 void DnsWorker::forward(std::span<const std::uint8_t> pkt, const Query& q,
-                        runtime::DecisionRecord rec, std::shared_ptr<const policy::Snapshot> snap,
-                        ReplyTo to) {
+                        runtime::DecisionRecord rec, ReplyTo to) {
   auto n = build_upstream_query(pkt, q, cfg_.dns.udp_payload, qbuf_);
   if (n == 0) {
     rec.reason = policy::Reason::invalid_target;
@@ -229,12 +222,8 @@ void DnsWorker::forward(std::span<const std::uint8_t> pkt, const Query& q,
     reply_error(pkt, q, Rcode::servfail, rec, to);
     return;
   }
-  auto* f = new Forward{weak_from_this(),
-                        std::vector<std::uint8_t>(pkt.begin(), pkt.end()),
-                        q,
-                        std::move(rec),
-                        std::move(snap),
-                        std::move(to)};
+  auto* f = new Forward{weak_from_this(), std::vector<std::uint8_t>(pkt.begin(), pkt.end()), q,
+                        std::move(rec), std::move(to)};
   ++pending_;
   auto& channel = f->to.transport == Transport::tcp ? tcp_upstream_ : udp_upstream_;
   ares_send(channel.get(), qbuf_.data(), static_cast<int>(n), &DnsWorker::on_upstream, f);

@@ -90,8 +90,9 @@ class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
   void receive_udp(std::size_t index);
   void drain_udp(std::size_t index);
   void accept_tcp(std::size_t index);
+  // The answer is judged with the rules in force when it arrives (on_upstream).
   void forward(std::span<const std::uint8_t> pkt, const Query& q, runtime::DecisionRecord rec,
-               std::shared_ptr<const policy::Snapshot> snap, ReplyTo to);
+               ReplyTo to);
   void deliver(const ReplyTo& to, std::span<const std::uint8_t> reply);
   void begin_udp_batch(int fd);
   void flush_udp_batch();

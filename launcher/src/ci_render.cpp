@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "vibepit/launcher/ci_report.hpp"
+#include "vibepit/policy/ip.hpp"
 
 namespace vibepit::launcher {
 namespace {
@@ -24,8 +25,7 @@ std::string plain(std::string_view s) {
 
 std::string target(const Destination& d) {
   if (d.protocol == "dns") return plain(d.host);
-  const bool v6 = d.host.find(':') != std::string::npos;
-  return (v6 ? "[" + plain(d.host) + "]" : plain(d.host)) + ":" + std::to_string(d.port);
+  return policy::join_host_port(plain(d.host), d.port);
 }
 
 std::string bytes(std::uint64_t n) {

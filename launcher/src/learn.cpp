@@ -76,8 +76,7 @@ Proposal propose_rules(const std::vector<Destination>& destinations) {
     } else if (by_rule) {
       http.insert(d.rule);
     } else if (auto ip = policy::IpAddr::parse(d.host)) {
-      const std::string lit = ip->to_string();
-      http.insert((ip->v6 ? "[" + lit + "]" : lit) + ":" + std::to_string(d.port));
+      http.insert(policy::join_host_port(ip->to_string(), d.port));
     } else {
       http_names[d.port].insert(d.host);
     }

@@ -22,11 +22,9 @@ Resolver::Resolver(asio::io_context& io, const std::vector<runtime::Endpoint>& s
       limits_(limits),
       channel_(io, servers, runtime::AresOptions{timeout, false, false}) {}
 
-Resolver::~Resolver() {
-  // Pending lookups complete with ARES_EDESTRUCTION when channel_ goes; their handlers
-  // are posted, not run.
-  *alive_ = false;
-}
+// Pending lookups complete with ARES_EDESTRUCTION when channel_ goes; their handlers are
+// posted, not run.
+Resolver::~Resolver() = default;
 
 bool Resolver::cached(const std::string& name, ResolveResult& out) {
   auto it = cache_.find(name);

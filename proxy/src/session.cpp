@@ -9,6 +9,7 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
+#include "vibepit/policy/ip.hpp"
 #include "vibepit/proxy/relay.hpp"
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/server.hpp"
@@ -21,20 +22,13 @@ using asio::ip::tcp;
 constexpr std::size_t kMaxDialAddresses = 8;
 constexpr std::size_t kReadChunk = 4096;
 
-std::int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 Session::Session(Worker& w, tcp::socket client, const tcp::endpoint& peer)
     : w_(w), client_(std::move(client)), upstream_(w.io) {
   w_.sessions.insert(this);
   auto addr = peer.address();
-  client_text_ = (addr.is_v6() ? "[" + addr.to_string() + "]" : addr.to_string()) + ":" +
-                 std::to_string(peer.port());
+  client_text_ = policy::join_host_port(addr.to_string(), peer.port());
   // TCP_NODELAY comes from the listening socket (ProxyServer::listen).
 }
 
@@ -142,7 +136,7 @@ asio::awaitable<void> Session::run() {
       if (method == "CONNECT") {
         runtime::DecisionRecord rec;
         rec.id = w_.log.next_id();
-        rec.ts_us = now_us();
+        rec.ts_us = runtime::now_us();
         rec.client = client_text_;
         rec.method = method;
         rec.host = std::string(head.target.substr(0, 256));
@@ -194,7 +188,7 @@ runtime::DecisionRecord Session::new_record(std::string_view method,
                                             const http::Authority& target) {
   runtime::DecisionRecord rec;
   rec.id = w_.log.next_id();
-  rec.ts_us = now_us();
+  rec.ts_us = runtime::now_us();
   rec.client = client_text_;
   rec.method = std::string(method);
   rec.host = target.host;
@@ -207,7 +201,8 @@ runtime::DecisionRecord Session::new_record(std::string_view method,
 }
 
 void Session::mark_decided(runtime::DecisionRecord& rec) {
-  rec.elapsed_us = static_cast<std::uint32_t>(std::max<std::int64_t>(now_us() - rec.ts_us, 1));
+  rec.elapsed_us =
+      static_cast<std::uint32_t>(std::max<std::int64_t>(runtime::now_us() - rec.ts_us, 1));
 }
 
 void Session::emit(runtime::DecisionRecord rec) {
@@ -216,7 +211,7 @@ void Session::emit(runtime::DecisionRecord rec) {
 
 void Session::emit_close(runtime::DecisionRecord rec, clock::time_point started) {
   rec.close = true;
-  rec.ts_us = now_us();
+  rec.ts_us = runtime::now_us();
   rec.ms = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started).count());
   emit(std::move(rec));

@@ -1,4 +1,5 @@
 #include "vibepit/runtime/config.hpp"
+#include "vibepit/policy/ip.hpp"
 
 #include <charconv>
 #include <fstream>
@@ -198,9 +199,7 @@ std::string dns_type_name(std::uint16_t type) {
 }
 
 std::string Endpoint::to_string() const {
-  auto host = addr.to_string();
-  if (addr.v6) host = "[" + host + "]";
-  return host + ":" + std::to_string(port);
+  return policy::join_host_port(addr.to_string(), port);
 }
 
 std::string to_string(const std::vector<Endpoint>& endpoints) {

@@ -1,5 +1,6 @@
 #include "vibepit/runtime/decision_log.hpp"
 
+#include "vibepit/policy/ip.hpp"
 #include "vibepit/runtime/config.hpp"
 
 #include <bit>
@@ -110,9 +111,7 @@ void mode_fields(std::string& out, const DecisionRecord& r) {
 
 void dns_fields(std::string& out, const DecisionRecord& r) {
   if (r.client.empty() && r.client_port != 0) {
-    auto ip = r.client_ip.to_string();
-    field(out, "client",
-          (r.client_ip.v6 ? "[" + ip + "]" : ip) + ":" + std::to_string(r.client_port));
+    field(out, "client", policy::join_host_port(r.client_ip.to_string(), r.client_port));
   } else {
     field(out, "client", r.client);
   }
@@ -138,6 +137,12 @@ void dns_fields(std::string& out, const DecisionRecord& r) {
 }
 
 }  // namespace
+
+std::int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 std::string to_json_line(const DecisionRecord& r) {
   // Written by hand: the writer thread formats every record, and this is several times

@@ -292,12 +292,7 @@ TEST(Builders, UpstreamQuery) {
   EXPECT_EQ(build_upstream_query(plain, client, 1232, std::span(out).first(m - 1)), 0u);
 }
 
-TEST(Names, TypeNamesAndPhrases) {
-  std::array<char, 12> buf;
-  EXPECT_EQ(qtype_name(qtype::AAAA, buf), "AAAA");
-  EXPECT_EQ(qtype_name(qtype::HTTPS, buf), "HTTPS");
-  EXPECT_EQ(qtype_name(0, buf), "TYPE0");
-  EXPECT_EQ(qtype_name(65535, buf), "TYPE65535");
+TEST(Names, ErrorPhrases) {
   EXPECT_EQ(to_string(Rcode::refused), "REFUSED");
   EXPECT_EQ(to_string(WireError::pointer_loop), "compression pointer loop");
 }

@@ -302,3 +302,31 @@ TEST(CharClasses, TcharAndFieldBytes) {
 
 }  // namespace
 }  // namespace vibepit::http
+
+namespace vibepit::http {
+namespace {
+
+// One table serves the proxy's own responses and the control API's.
+TEST(ReasonPhrase, EveryStatusVibepitWrites) {
+  const std::pair<int, std::string_view> rows[] = {
+      {200, "OK"},
+      {400, "Bad Request"},
+      {403, "Forbidden"},
+      {404, "Not Found"},
+      {405, "Method Not Allowed"},
+      {408, "Request Timeout"},
+      {411, "Length Required"},
+      {413, "Content Too Large"},
+      {429, "Too Many Requests"},
+      {431, "Request Header Fields Too Large"},
+      {501, "Not Implemented"},
+      {502, "Bad Gateway"},
+      {503, "Service Unavailable"},
+      {504, "Gateway Timeout"},
+      {418, "Error"},  // anything else
+  };
+  for (const auto& [status, phrase] : rows) EXPECT_EQ(reason_phrase(status), phrase) << status;
+}
+
+}  // namespace
+}  // namespace vibepit::http

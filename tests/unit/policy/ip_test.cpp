@@ -132,3 +132,18 @@ TEST(CidrTest, Contains) {
 
 }  // namespace
 }  // namespace vibepit::policy
+
+namespace vibepit::policy {
+namespace {
+
+TEST(JoinHostPort, BracketsIpv6Only) {
+  EXPECT_EQ(join_host_port("203.0.113.7", 443), "203.0.113.7:443");
+  EXPECT_EQ(join_host_port("example.com", 80), "example.com:80");
+  EXPECT_EQ(join_host_port("::1", 53), "[::1]:53");
+  EXPECT_EQ(join_host_port("2001:db8::1", 65535), "[2001:db8::1]:65535");
+  EXPECT_EQ(join_host_port(IpAddr::parse("::ffff:10.0.0.1")->to_string(), 1),
+            "[::ffff:10.0.0.1]:1");
+}
+
+}  // namespace
+}  // namespace vibepit::policy

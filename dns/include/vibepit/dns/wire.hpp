@@ -30,8 +30,6 @@ inline constexpr std::uint16_t A = 1, NS = 2, CNAME = 5, SOA = 6, PTR = 12, HINF
                                AXFR = 252, ANY = 255;
 }
 inline constexpr std::uint16_t kClassIN = 1;
-// "A", "AAAA", ... for known types, "TYPE123" otherwise. Writes into `buf`, returns a view of it.
-std::string_view qtype_name(std::uint16_t type, std::array<char, 12>& buf);
 
 inline constexpr std::size_t kHeaderSize = 12;
 inline constexpr std::size_t kMaxWireName = 255;  // octets, RFC 1035 2.3.4

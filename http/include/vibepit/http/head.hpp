@@ -65,5 +65,7 @@ ParseResult parse_response_head(std::string_view buf, std::size_t max_head, Resp
 bool is_tchar(unsigned char c);       // may appear in a token (method, field name, coding)
 bool is_field_byte(unsigned char c);  // may appear in a field value: HTAB, SP, VCHAR, obs-text
 bool iequals(std::string_view a, std::string_view b);  // ASCII case-insensitive
+// The reason phrase for a status that vibepit writes itself; "Error" for any other.
+std::string_view reason_phrase(int status);
 
 }  // namespace vibepit::http

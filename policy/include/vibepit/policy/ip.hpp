@@ -9,6 +9,9 @@
 namespace vibepit::policy {
 
 // An IPv4 or IPv6 address. IPv4 uses bytes[0..3]; the rest are zero.
+// "host:port", with an IPv6 literal (any host holding a ':') in brackets: "[::1]:53".
+std::string join_host_port(std::string_view host, std::uint16_t port);
+
 struct IpAddr {
   bool v6 = false;
   std::array<std::uint8_t, 16> bytes{};

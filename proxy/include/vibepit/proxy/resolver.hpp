@@ -97,7 +97,6 @@ class Resolver {
   std::unordered_map<std::string, CacheEntry> cache_;
   std::list<std::string> lru_;  // most recently used first
   std::unordered_map<std::string, std::vector<std::unique_ptr<WaiterBase>>> inflight_;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Last, so it is destroyed first: its pending lookups complete (ARES_EDESTRUCTION) while
   // the cache and the waiters they touch still exist.
   runtime::AresChannel channel_;

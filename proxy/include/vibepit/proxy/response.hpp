@@ -23,7 +23,6 @@ enum class ProxyError {
   proxy_internal_error,       // the proxy cannot take the request now (503)
 };
 
-std::string_view reason_phrase(int status);
 std::string_view error_token(ProxyError error);
 // The Proxy-Status field value: `vibepit; error=TYPE; details="..."`. The details are the
 // message as one line of printable ASCII (RFC 8941 sf-string), at most 512 characters.

@@ -57,6 +57,8 @@ struct DecisionRecord {
 };
 
 std::string to_json_line(const DecisionRecord& r);  // one NDJSON line, with '\n'
+std::int64_t now_us();  // the wall clock of DecisionRecord::ts_us, microseconds
+std::int64_t now_us();  // the wall clock of DecisionRecord::ts_us
 
 class DecisionLog {
  public:
@@ -105,9 +107,8 @@ class DecisionLog {
   // Ring entries with seq > after, at most limit. `lost` counts entries after `after` that
   // were already evicted from the ring.
   std::vector<RingEntry> since(std::uint64_t after, std::size_t limit, std::uint64_t& lost) const;
-  std::uint64_t last_seq() const;
-  std::uint64_t dropped() const;  // records lost to full queues, over all producers  // the newest
-                                  // ring entry's seq, 0 when none yet
+  std::uint64_t last_seq() const;  // the newest ring entry's seq, 0 when none yet
+  std::uint64_t dropped() const;   // records lost to full queues, over all producers
   std::uint64_t written() const { return written_.load(std::memory_order_relaxed); }
 
  private:
