@@ -21,6 +21,7 @@
 #include "vibepit/launcher/session_rules.hpp"
 #include "vibepit/launcher/session_start.hpp"
 #include "vibepit/launcher/untrusted_file.hpp"
+#include "vibepit/policy/ip.hpp"
 
 namespace vibepit::launcher {
 namespace fs = std::filesystem;
@@ -99,16 +100,18 @@ NetworkFile ci_rules(const Project& project, const CiOptions& o) {
 void read_decision_log(CiReport& report, const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return;  // the proxy never started: no records
+  DecisionLogReader reader(report);
   std::string pending;
   char buf[1 << 16];
   while (in.read(buf, sizeof buf) || in.gcount() > 0) {
     pending.append(buf, static_cast<std::size_t>(in.gcount()));
     const auto last_nl = pending.rfind('\n');
     if (last_nl == std::string::npos) continue;
-    add_decision_log(report, std::string_view(pending).substr(0, last_nl + 1));
+    reader.feed(std::string_view(pending).substr(0, last_nl + 1));
     pending.erase(0, last_nl + 1);
   }
-  add_decision_log(report, pending);  // a last line cut short by a crash is counted as odd
+  reader.feed(pending);  // a last line cut short by a crash is counted as odd
+  reader.finish();
 }
 
 std::string render(const CiReport& r, ReportFormat f) {
@@ -158,9 +161,8 @@ void print_summary(const CiReport& r, std::ostream& err) {
   for (const auto& d : r.destinations) {
     if (d.verdict == "allow") continue;
     err << "  " << (d.verdict == "deny" ? "denied     " : "would deny ") << d.protocol << " "
-        << d.host;
-    if (d.protocol != "dns") err << ":" << d.port;
-    err << " (" << d.reason << ")\n";
+        << (d.protocol == "dns" ? d.host : policy::join_host_port(d.host, d.port)) << " ("
+        << d.reason << ")\n";
   }
   err << "vibepit ci: exit " << r.exit_status << ": " << r.exit_reason << "\n";
 }

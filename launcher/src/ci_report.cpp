@@ -27,72 +27,6 @@ std::uint64_t number(const Json& j, const char* key) {
   return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
 }
 
-class Folder {
- public:
-  explicit Folder(CiReport& r) : r_(r) {
-    for (std::size_t i = 0; i < r_.destinations.size(); ++i) {
-      const auto& d = r_.destinations[i];
-      index_[{d.protocol, d.host, d.port}] = i;
-    }
-  }
-
-  // Returns false when the line is not a record this report understands.
-  bool add(const Json& rec) {
-    if (!rec.is_object()) return false;
-    const std::string src = text(rec, "src"), event = text(rec, "event");
-    const bool dns = src == "dns";
-    if ((!dns && src != "proxy") || (event != "decision" && event != "close")) return false;
-    const std::string host = text(rec, dns ? "qname" : "host");
-    const std::string verdict = text(rec, "verdict");
-    if (verdict != "allow" && verdict != "deny") return false;
-    const auto port = dns ? 53 : number(rec, "port");
-    if (port > 65535) return false;
-    const std::string protocol = dns                                ? "dns"
-                                 : text(rec, "method") == "CONNECT" ? "connect"
-                                                                    : "http";
-    Destination& d = at(protocol, host, static_cast<std::uint16_t>(port));
-    d.bytes_up += number(rec, "bytes_up");
-    d.bytes_down += number(rec, "bytes_down");
-    if (event == "close") return true;  // the decision it closes was counted already
-
-    const bool would_deny = rec.value("would_deny", false) == true && verdict == "allow";
-    const std::string v = would_deny ? "would_deny" : verdict;
-    ++d.count;
-    ++(v == "deny" ? d.denied : v == "would_deny" ? d.would_deny : d.allowed);
-    const std::string ts = text(rec, "ts");
-    if (!ts.empty() && (d.first.empty() || ts < d.first)) d.first = ts;
-    if (!ts.empty() && ts > d.last) d.last = ts;
-    if (d.verdict.empty() || severity(v) > severity(d.verdict)) {
-      d.verdict = v;
-      d.reason = text(rec, "reason");
-      d.rule = text(rec, "rule");
-    }
-    if (dns) {
-      const std::string qtype = text(rec, "qtype");
-      if (!qtype.empty() && std::find(d.qtypes.begin(), d.qtypes.end(), qtype) == d.qtypes.end())
-        d.qtypes.push_back(qtype);
-    }
-    r_.generation = std::max(r_.generation, number(rec, "gen"));
-    return true;
-  }
-
- private:
-  Destination& at(const std::string& protocol, const std::string& host, std::uint16_t port) {
-    auto [it, fresh] = index_.try_emplace({protocol, host, port}, r_.destinations.size());
-    if (fresh) {
-      Destination d;
-      d.protocol = protocol;
-      d.host = host;
-      d.port = port;
-      r_.destinations.push_back(std::move(d));
-    }
-    return r_.destinations[it->second];
-  }
-
-  CiReport& r_;
-  std::map<std::tuple<std::string, std::string, std::uint16_t>, std::size_t> index_;
-};
-
 Json destination_json(const Destination& d) {
   Json j = {{"protocol", d.protocol},
             {"host", d.host},
@@ -142,17 +76,83 @@ std::uint64_t CiReport::count_where(std::string_view verdict) const {
                     [&](const Destination& d) { return d.verdict == verdict; }));
 }
 
-void add_decision_log(CiReport& report, std::string_view ndjson) {
-  Folder folder(report);
+DecisionLogReader::DecisionLogReader(CiReport& report) : r_(report) {
+  for (std::size_t i = 0; i < r_.destinations.size(); ++i) {
+    const auto& d = r_.destinations[i];
+    index_[{d.protocol, d.host, d.port}] = i;
+  }
+}
+
+bool DecisionLogReader::add(std::string_view line) {
+  const Json rec = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (rec.is_discarded() || !rec.is_object()) return false;
+  const std::string src = text(rec, "src"), event = text(rec, "event");
+  const bool dns = src == "dns";
+  if ((!dns && src != "proxy") || (event != "decision" && event != "close")) return false;
+  const std::string host = text(rec, dns ? "qname" : "host");
+  const std::string verdict = text(rec, "verdict");
+  if (verdict != "allow" && verdict != "deny") return false;
+  const auto port = dns ? 53 : number(rec, "port");
+  if (port > 65535) return false;
+  const std::string protocol = dns ? "dns" : text(rec, "method") == "CONNECT" ? "connect" : "http";
+  Destination& d = at(protocol, host, static_cast<std::uint16_t>(port));
+  d.bytes_up += number(rec, "bytes_up");
+  d.bytes_down += number(rec, "bytes_down");
+  if (event == "close") return true;  // the decision it closes was counted already
+
+  const bool would_deny = rec.value("would_deny", false) == true && verdict == "allow";
+  const std::string v = would_deny ? "would_deny" : verdict;
+  ++d.count;
+  ++(v == "deny" ? d.denied : v == "would_deny" ? d.would_deny : d.allowed);
+  const std::string ts = text(rec, "ts");
+  if (!ts.empty() && (d.first.empty() || ts < d.first)) d.first = ts;
+  if (!ts.empty() && ts > d.last) d.last = ts;
+  if (d.verdict.empty() || severity(v) > severity(d.verdict)) {
+    d.verdict = v;
+    d.reason = text(rec, "reason");
+    d.rule = text(rec, "rule");
+  }
+  if (dns) {
+    const std::string qtype = text(rec, "qtype");
+    if (!qtype.empty() && std::find(d.qtypes.begin(), d.qtypes.end(), qtype) == d.qtypes.end())
+      d.qtypes.push_back(qtype);
+  }
+  r_.generation = std::max(r_.generation, number(rec, "gen"));
+  return true;
+}
+
+Destination& DecisionLogReader::at(const std::string& protocol, const std::string& host,
+                                   std::uint16_t port) {
+  auto [it, fresh] = index_.try_emplace({protocol, host, port}, r_.destinations.size());
+  if (fresh) {
+    Destination d;
+    d.protocol = protocol;
+    d.host = host;
+    d.port = port;
+    r_.destinations.push_back(std::move(d));
+  }
+  return r_.destinations[it->second];
+}
+
+void DecisionLogReader::feed(std::string_view ndjson) {
   while (!ndjson.empty()) {
     const auto nl = ndjson.find('\n');
     const std::string_view line = ndjson.substr(0, nl);
     ndjson.remove_prefix(nl == std::string_view::npos ? ndjson.size() : nl + 1);
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    const Json rec = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (rec.is_discarded() || !folder.add(rec)) ++report.skipped_lines;
+    if (!add(line)) ++r_.skipped_lines;
   }
-  sort_destinations(report);
+}
+
+void DecisionLogReader::finish() {
+  sort_destinations(r_);
+  index_.clear();
+}
+
+void add_decision_log(CiReport& report, std::string_view ndjson) {
+  DecisionLogReader reader(report);
+  reader.feed(ndjson);
+  reader.finish();
 }
 
 void sort_destinations(CiReport& report) {

@@ -193,11 +193,7 @@ runtime::DecisionRecord Session::new_record(std::string_view method,
   rec.method = std::string(method);
   rec.host = target.host;
   rec.port = target.port;
-  // Refusals made before the decision carry the mode too; decide_and_dial sets both anew.
-  const auto snap = w_.store.current();
-  rec.gen = snap->generation;
-  rec.mode = snap->rules.mode;
-  return rec;
+  return rec;  // gen and mode come from the snapshot decide_and_dial takes
 }
 
 void Session::mark_decided(runtime::DecisionRecord& rec) {

@@ -68,6 +68,22 @@ TEST(CiReport, FoldsRecordsIntoDestinations) {
   EXPECT_EQ(r.destinations[1].verdict, "would_deny");
 }
 
+// vibepit ci reads a long log a block at a time: the pieces fold into the same report.
+TEST(CiReport, ALogFedInPiecesGivesTheSameReport) {
+  CiReport whole, pieces;
+  add_decision_log(whole, kLog);
+  const std::string_view log = kLog;
+  DecisionLogReader reader(pieces);
+  std::size_t start = 0;
+  for (std::size_t nl = log.find('\n'); nl != std::string_view::npos; nl = log.find('\n', start)) {
+    reader.feed(log.substr(start, nl + 1 - start));  // one line per piece
+    start = nl + 1;
+  }
+  reader.finish();
+  EXPECT_EQ(to_json(pieces), to_json(whole));
+  EXPECT_EQ(pieces.destinations.size(), 4u);
+}
+
 TEST(CiReport, TheWorstVerdictWinsAndNamesItsReason) {
   CiReport r;
   add_decision_log(

@@ -3,9 +3,11 @@
 // vibepit-proxy) folded into one entry per destination, rendered as versioned JSON (schema:
 // docs/ci-report.schema.json), Markdown for a CI summary, or JUnit XML. Pure: no I/O.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace vibepit::launcher {
@@ -57,9 +59,26 @@ struct CiReport {
   std::uint64_t count_where(std::string_view verdict) const;  // destinations with that verdict
 };
 
-// Fold decision records (NDJSON text, possibly cut short at the end) into destinations.
-// Lines that are not JSON objects with the fields of a decision or close record are counted
-// in skipped_lines and otherwise ignored. Everything else of `report` is left as it is.
+// Folds decision records (NDJSON) into the report's destinations. Lines that are not JSON
+// objects with the fields of a decision or close record are counted in skipped_lines and
+// otherwise ignored; everything else of the report is left as it is. A long log is fed in
+// pieces, each ending at a line end, so it never has to fit in memory; finish() sorts the
+// destinations once, and nothing may be fed after it.
+class DecisionLogReader {
+ public:
+  explicit DecisionLogReader(CiReport& report);
+  void feed(std::string_view ndjson);
+  void finish();
+
+ private:
+  bool add(std::string_view line);  // false: not a record this report understands
+  Destination& at(const std::string& protocol, const std::string& host, std::uint16_t port);
+
+  CiReport& r_;
+  std::map<std::tuple<std::string, std::string, std::uint16_t>, std::size_t> index_;
+};
+
+// One whole log (possibly cut short at the end): a DecisionLogReader fed once.
 void add_decision_log(CiReport& report, std::string_view ndjson);
 
 // Orders destinations: denied first, then would_deny, then allowed; within each by
