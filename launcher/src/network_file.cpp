@@ -35,6 +35,23 @@ std::size_t utf8_length(const std::string& s, std::size_t i) {
   return n;
 }
 
+// Every entry is a rule, a DNS name or a preset name: one word of printable ASCII. Checked
+// here, on the parsed value, because YAML can spell other bytes in many ways (escapes, block
+// scalars, folded lines), and an entry with a line break or a stray byte would neither
+// compile nor survive an in-place edit unchanged.
+void check_entry(const std::string& value, const std::string& what) {
+  for (unsigned char c : value) {
+    if (c >= 0x80) {
+      throw NetworkFileError(what + " is not ASCII; IDNs must be given in punycode (\"xn--...\")");
+    }
+    if (c <= 0x20 || c == 0x7f) {
+      throw NetworkFileError(what +
+                             " holds a space, line break or control character; entries "
+                             "are single words such as example.com:443");
+    }
+  }
+}
+
 std::string where(const std::string& name, const YAML::Mark& m) {
   return name + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
 }
@@ -134,6 +151,7 @@ NetworkFile parse_network_yaml(const std::string& text, const std::string& name)
       if (!item.IsScalar()) {
         throw NetworkFileError(where(name, item.Mark()) + ": " + key + " entries must be strings");
       }
+      check_entry(item.Scalar(), where(name, item.Mark()) + ": " + key + " entry");
       list->push_back(item.Scalar());
     }
   }

@@ -87,6 +87,12 @@ TEST(NetworkFile, ErrorsNameTheLine) {
       {"allow-dns:\n  - \"a\xcd\xcc\"\n", "t:2: not valid UTF-8"},
       {"allow-dns:\n  - a\r  - b\n", "t:2: a carriage return"},
       {"allow-dns: [a]\nallow-dns: [b]\n", "t:2:1: \"allow-dns\" appears twice"},
+      // YAML spells bytes no rule can hold in many ways; each is refused, by position.
+      {"allow-http:\n  - |\n    a.test:80\n", "t:2:5: allow-http entry holds a space, line break"},
+      {"allow-dns:\n  - \"a\\_b\"\n", "t:2:5: allow-dns entry is not ASCII"},
+      {"allow-dns:\n  - \"a\\tb\"\n", "t:2:5: allow-dns entry holds a space"},
+      {"allow-dns:\n  - \"b\u00fccher.example\"\n", "IDNs must be given in punycode"},
+      {"presets:\n  - \"py thon\"\n", "t:2:5: presets entry holds a space"},
   };
   for (const auto& row : rows) {
     try {
