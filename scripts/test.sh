@@ -38,8 +38,16 @@ cleanup_docker() {
     [ -z "$ids" ] || docker network rm $ids >/dev/null
     ids=$(docker volume ls -q --filter label=dev.vibepit.test)
     [ -z "$ids" ] || docker volume rm -f $ids >/dev/null
+    # Images built FROM other test images inherit their label; a parent goes only after its
+    # children, so remove in passes until none is left.
+    local pass
+    for pass in 1 2 3 4; do
+      ids=$(docker images -q --filter label=dev.vibepit.test | sort -u)
+      [ -n "$ids" ] || break
+      docker rmi -f $ids >/dev/null 2>&1 || true
+    done
     ids=$(docker images -q --filter label=dev.vibepit.test | sort -u)
-    [ -z "$ids" ] || docker rmi -f $ids >/dev/null
+    [ -z "$ids" ] || echo "test: could not remove test images: $ids" >&2
   fi
   stop_docker
 }

@@ -22,6 +22,12 @@ std::string text(const Json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// The record's boolean field, or false when it is missing or not a boolean.
+bool flag(const Json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
 std::uint64_t number(const Json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_number_unsigned() ? it->get<std::uint64_t>() : 0;
@@ -100,7 +106,7 @@ bool DecisionLogReader::add(std::string_view line) {
   d.bytes_down += number(rec, "bytes_down");
   if (event == "close") return true;  // the decision it closes was counted already
 
-  const bool would_deny = rec.value("would_deny", false) == true && verdict == "allow";
+  const bool would_deny = flag(rec, "would_deny") && verdict == "allow";
   const std::string v = would_deny ? "would_deny" : verdict;
   ++d.count;
   ++(v == "deny" ? d.denied : v == "would_deny" ? d.would_deny : d.allowed);

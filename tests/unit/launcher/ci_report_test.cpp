@@ -120,6 +120,19 @@ TEST(CiReport, OddLinesAreCountedNotFatal) {
   EXPECT_EQ(r.skipped_lines, 0u);
 }
 
+TEST(CiReport, FieldsOfTheWrongTypeReadAsAbsent) {
+  // A "would_deny" that is not a boolean is not a would-deny, and not a reason to stop.
+  CiReport r;
+  add_decision_log(r, R"({"src":"proxy","event":"decision","method":"CONNECT","host":"a.test",)"
+                      R"("port":443,"verdict":"allow","would_deny":"yes","gen":"7","ts":5})"
+                      "\n");
+  ASSERT_EQ(r.destinations.size(), 1u);
+  EXPECT_EQ(r.destinations[0].allowed, 1u);
+  EXPECT_EQ(r.destinations[0].would_deny, 0u);
+  EXPECT_EQ(r.destinations[0].first, "");
+  EXPECT_EQ(r.generation, 0u);
+}
+
 CiReport sample(CiMode mode) {
   CiReport r;
   r.mode = mode;
