@@ -163,7 +163,7 @@ bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::addres
   auto verdict = check_query(q, *snap, qtypes_);
   rec.reason = verdict.reason;
   rec.would_deny = verdict.would_deny;
-  if (verdict.rule) rec.rule = verdict.rule->text;
+  rec.rule = verdict.rule;
   // Allowed queries need no explanation; denials say why.
   if (verdict.action != QueryAction::forward && !verdict.detail.empty()) {
     rec.detail.assign(verdict.detail);

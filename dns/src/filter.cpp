@@ -19,31 +19,32 @@ QueryVerdict check_query(const Query& q, const policy::Snapshot& snap, const Qty
   // Zone transfers and the obsolete mail meta types are refused before the name is even
   // looked at: no rule can allow them.
   if (q.qtype == qtype::AXFR || q.qtype == kIxfr || q.qtype == kMailb || q.qtype == kMaila) {
-    return {QueryAction::notimp, Reason::invalid_target, nullptr, "query type not implemented"};
+    return {QueryAction::notimp, Reason::invalid_target, {}, "query type not implemented"};
   }
   if (q.qclass != kClassIN) {
-    return {QueryAction::deny, Reason::not_allowlisted, nullptr, "class not IN"};
+    return {QueryAction::deny, Reason::not_allowlisted, {}, "class not IN"};
   }
-  // A name with escaped octets cannot be written as an allow-dns entry, so it never matches.
-  // No rule can ever match it, so audit mode does not let it through either.
+  // A name with escaped octets cannot be written as an allow-dns entry: no rule names it.
   if (!q.qname.plain) {
-    return {QueryAction::deny, Reason::not_allowlisted, nullptr, "name has escaped octets"};
+    return {QueryAction::deny, Reason::invalid_target, {}, "name has escaped octets"};
   }
-  const policy::DnsRule* rule = snap.dns.match(q.qname.view());
-  const bool would_deny = rule == nullptr && snap.rules.mode == policy::Mode::audit;
-  if (rule == nullptr && !would_deny) {
-    return {QueryAction::deny, Reason::not_allowlisted, nullptr, "name not in allow-dns"};
+  const policy::Decision d = policy::decide_dns(q.qname.view(), snap);
+  if (d.verdict == policy::Verdict::deny) {
+    return {QueryAction::deny,
+            d.reason,
+            {},
+            d.reason == Reason::invalid_target ? "not a host name" : "name not in allow-dns"};
   }
-  const Reason reason = rule ? Reason::allowlisted : Reason::not_allowlisted;
   if (q.qtype == qtype::ANY) {
-    return {QueryAction::any_hinfo, reason, rule, "ANY answered per RFC 8482", would_deny};
+    return {QueryAction::any_hinfo, d.reason, d.rule, "ANY answered per RFC 8482", d.would_deny};
   }
   // dns-qtypes is configuration, not a rule: a type outside it stays refused in audit mode.
   if (!types.contains(q.qtype)) {
-    return {QueryAction::deny_qtype, Reason::not_allowlisted, rule, "query type not allowed"};
+    return {QueryAction::deny_qtype, Reason::not_allowlisted, d.rule, "query type not allowed"};
   }
-  return {QueryAction::forward, reason, rule,
-          would_deny ? "audit: no allow-dns rule matched" : "allow-dns rule matched", would_deny};
+  return {QueryAction::forward, d.reason, d.rule,
+          d.would_deny ? "audit: no allow-dns rule matched" : "allow-dns rule matched",
+          d.would_deny};
 }
 
 AnswerVerdict check_answer(std::span<const policy::IpAddr> addrs, const policy::Snapshot& snap) {

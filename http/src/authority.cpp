@@ -5,13 +5,13 @@
 #include <string>
 #include <utility>
 
+#include "vibepit/policy/name.hpp"
+
 namespace vibepit::http {
 namespace {
 
 using policy::IpAddr;
 
-constexpr std::size_t kMaxName = 253;  // RFC 1035, without the trailing dot
-constexpr std::size_t kMaxLabel = 63;
 constexpr std::size_t kMaxPortDigits = 5;
 
 TargetError err(std::string_view what) {
@@ -26,40 +26,6 @@ bool is_alpha(char c) {
 }
 char lower(char c) {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool all_digits(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    if (!is_digit(c)) return false;
-  }
-  return true;
-}
-
-// Would inet_aton or a resolver read this label as part of a number?
-bool looks_numeric(std::string_view label) {
-  return all_digits(label) || (label.size() >= 2 && label[0] == '0' && lower(label[1]) == 'x');
-}
-
-// Exactly four decimal parts, 0..255, no leading zeros. Checked here as well as in
-// IpAddr::parse so that this file alone guarantees the property it promises.
-bool is_strict_dotted_quad(std::string_view s) {
-  int parts = 0;
-  std::size_t i = 0;
-  for (;;) {
-    const std::size_t start = i;
-    unsigned value = 0;
-    while (i < s.size() && is_digit(s[i]) && i - start < 3) {
-      value = value * 10 + static_cast<unsigned>(s[i] - '0');
-      ++i;
-    }
-    const std::size_t n = i - start;
-    if (n == 0 || (n > 1 && s[start] == '0') || value > 255) return false;
-    ++parts;
-    if (i == s.size()) return parts == 4;
-    if (s[i] != '.' || parts == 4) return false;
-    ++i;
-  }
 }
 
 std::optional<TargetError> parse_port(std::string_view s, std::uint16_t& port) {
@@ -77,7 +43,7 @@ std::optional<TargetError> parse_port(std::string_view s, std::uint16_t& port) {
 
 std::optional<TargetError> parse_host(std::string_view host, Authority& a) {
   if (host.empty()) return err("empty host");
-  if (host.size() > kMaxName + 1) return err("host name too long");
+  if (host.size() > policy::kMaxNameLength + 1) return err("host name too long");
   for (char c : host) {
     if (!(is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_')) {
       return err("invalid character in host");
@@ -86,26 +52,30 @@ std::optional<TargetError> parse_host(std::string_view host, Authority& a) {
   const bool trailing_dot = host.back() == '.';
   if (trailing_dot) host.remove_suffix(1);
   if (host.empty()) return err("empty host");
-  if (host.size() > kMaxName) return err("host name too long");
-  std::string_view last;
-  for (std::size_t start = 0;;) {
-    const std::size_t dot = host.find('.', start);
-    last = host.substr(start, dot == std::string_view::npos ? dot : dot - start);
-    if (last.empty()) return err("empty label in host");
-    if (last.size() > kMaxLabel) return err("host label too long");
-    if (dot == std::string_view::npos) break;
-    start = dot + 1;
+  if (host.size() > policy::kMaxNameLength) return err("host name too long");
+  // The rule grammar's own check: a host that passes here is one a rule can name.
+  switch (const policy::NameProblem problem = policy::check_name(host)) {
+    case policy::NameProblem::ok:
+      break;
+    case policy::NameProblem::empty_label:
+      return err("empty label in host");
+    case policy::NameProblem::label_too_long:
+      return err("host label too long");
+    case policy::NameProblem::numeric:
+      return err("non-canonical IPv4 address");
+    case policy::NameProblem::dotted_quad: {
+      // check_name says dotted_quad only for four decimal parts, 0..255, no leading zeros.
+      if (trailing_dot) return err("non-canonical IPv4 address");
+      const auto ip = IpAddr::parse(host);
+      if (!ip || ip->v6) return err("invalid IPv4 address");
+      a.host = ip->to_string();
+      a.ip = ip;
+      return std::nullopt;
+    }
+    default:
+      return err("invalid host: " + policy::describe(problem));
   }
-  if (looks_numeric(last)) {
-    if (trailing_dot || !is_strict_dotted_quad(host)) return err("non-canonical IPv4 address");
-    const auto ip = IpAddr::parse(host);
-    if (!ip || ip->v6) return err("invalid IPv4 address");
-    a.host = ip->to_string();
-    a.ip = ip;
-    return std::nullopt;
-  }
-  a.host.resize(host.size());
-  for (std::size_t i = 0; i < host.size(); ++i) a.host[i] = lower(host[i]);
+  a.host = policy::normalize_name(host);
   return std::nullopt;
 }
 

@@ -2,7 +2,7 @@
 // that forms a resolver would read as an address ("127.1") never reach the name rules.
 #include "vibepit/policy/decision.hpp"
 
-#include "name_detail.hpp"
+#include "vibepit/policy/name.hpp"
 
 namespace vibepit::policy {
 namespace {
@@ -11,15 +11,10 @@ namespace {
 // so the common (already normalised) case allocates nothing.
 std::string_view normalised(std::string_view host, std::string& storage) {
   bool needs = !host.empty() && host.back() == '.';
-  for (char c : host) needs = needs || detail::is_ascii_upper(c);
+  for (char c : host) needs = needs || is_ascii_upper(c);
   if (!needs) return host;
   storage = normalize_name(host);
   return storage;
-}
-
-bool valid_name(std::string_view name) {
-  if (name.empty() || name.size() > detail::kMaxNameLength) return false;
-  return detail::check_name(name, nullptr) == detail::NameProblem::ok;
 }
 
 Decision deny(Reason reason) {

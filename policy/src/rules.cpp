@@ -5,64 +5,12 @@
 #include <cstdio>
 
 #include "ip_detail.hpp"
-#include "name_detail.hpp"
 #include "vibepit/policy/classify.hpp"
+#include "vibepit/policy/name.hpp"
 
 namespace vibepit::policy {
-namespace detail {
 
 namespace {
-
-bool is_numeric_label(std::string_view label) {
-  bool hex = label.size() >= 2 && label[0] == '0' && (label[1] == 'x' || label[1] == 'X');
-  for (std::size_t i = hex ? 2 : 0; i < label.size(); ++i) {
-    char c = label[i];
-    bool digit = c >= '0' && c <= '9';
-    bool hex_digit = (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-    if (!digit && !(hex && hex_digit)) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-NameProblem check_name(std::string_view name, char* bad) {
-  if (name.find('*') != std::string_view::npos) return NameProblem::star;
-  std::size_t start = 0;
-  std::string_view last;
-  while (true) {
-    std::size_t dot = name.find('.', start);
-    std::string_view label =
-        name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
-    if (label.empty()) return NameProblem::empty_label;
-    if (label.size() > kMaxLabelLength) return NameProblem::label_too_long;
-    for (char c : label) {
-      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '-' || c == '_';
-      if (!ok) {
-        if (bad != nullptr) *bad = c;
-        return NameProblem::bad_char;
-      }
-    }
-    if (label.front() == '-' || label.back() == '-') return NameProblem::hyphen;
-    last = label;
-    if (dot == std::string_view::npos) break;
-    start = dot + 1;
-  }
-  // A resolver would read "127.1" or "0x7f.0.0.1" as an address: such names are refused.
-  if (is_numeric_label(last)) {
-    std::array<std::uint8_t, 4> quad{};
-    return parse_dotted_quad(name, quad) ? NameProblem::dotted_quad : NameProblem::numeric;
-  }
-  return NameProblem::ok;
-}
-
-}  // namespace detail
-
-namespace {
-
-constexpr std::string_view kStarMsg = "'*' must be a whole label at the start (\"*.example.com\")";
-constexpr std::string_view kNotAddrOrName = "not a valid IP address or host name";
 
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
@@ -71,7 +19,7 @@ bool is_space(char c) {
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) {
-    if (detail::is_ascii_upper(c)) c = static_cast<char>(c - 'A' + 'a');
+    if (is_ascii_upper(c)) c = static_cast<char>(c - 'A' + 'a');
   }
   return out;
 }
@@ -140,40 +88,28 @@ DomainParse parse_domain(std::string_view text) {
     out.error = "empty label in domain";
     return out;
   }
-  if (name.size() + (wildcard ? 2 : 0) > detail::kMaxNameLength) {
+  if (name.size() + (wildcard ? 2 : 0) > kMaxNameLength) {
     out.error = "name longer than 253 octets";
     return out;
   }
   char bad = 0;
-  switch (detail::check_name(name, &bad)) {
-    case detail::NameProblem::ok:
+  switch (const NameProblem problem = check_name(name, &bad)) {
+    case NameProblem::ok:
       break;
-    case detail::NameProblem::empty_label:
-      out.error = "empty label in domain";
-      return out;
-    case detail::NameProblem::star:
-      out.error = kStarMsg;
-      return out;
-    case detail::NameProblem::label_too_long:
-      out.error = "label longer than 63 octets";
-      return out;
-    case detail::NameProblem::bad_char:
-      out.error = "invalid character '" + printable(bad) +
-                  "' in domain (letters, digits, '-' and '_' only)";
-      return out;
-    case detail::NameProblem::hyphen:
-      out.error = "a label may not start or end with '-'";
-      return out;
-    case detail::NameProblem::numeric:
-      out.error = kNotAddrOrName;
-      return out;
-    case detail::NameProblem::dotted_quad:
+    case NameProblem::dotted_quad:
       if (wildcard) {
-        out.error = kNotAddrOrName;
+        out.error = describe(NameProblem::numeric);
         return out;
       }
       out.is_ip = true;
       out.ip = *IpAddr::parse(name);
+      return out;
+    case NameProblem::bad_char:
+      out.error = "invalid character '" + printable(bad) +
+                  "' in domain (letters, digits, '-' and '_' only)";
+      return out;
+    default:
+      out.error = describe(problem);
       return out;
   }
   out.pattern.name = lower(name);
@@ -230,11 +166,6 @@ std::string DomainPattern::to_string() const {
   return wildcard ? "*." + name : name;
 }
 
-std::string normalize_name(std::string_view name) {
-  if (!name.empty() && name.back() == '.') name.remove_suffix(1);
-  return lower(name);
-}
-
 std::variant<DnsRule, RuleError> parse_dns_rule(std::string_view entry) {
   auto fail = [&](std::string what) {
     return RuleError{"allow-dns", std::string(entry), std::move(what)};
@@ -276,7 +207,7 @@ std::variant<HttpRule, RuleError> parse_http_rule(std::string_view entry) {
       if ((v6 && v6->v6) || IpAddr::parse(entry)) {
         return fail("an IPv6 address must be in brackets, e.g. \"[2001:db8::1]:443\"");
       }
-      return fail(std::string(kNotAddrOrName));
+      return fail(describe(NameProblem::numeric));
     }
     DomainParse d = parse_domain(host);
     if (!d.error.empty()) return fail(std::move(d.error));

@@ -159,7 +159,6 @@ asio::awaitable<bool> Session::handle_http(const http::RequestHead& head,
   mark_decided(rec);
   if (closed_) co_return false;
   if (!dial.ok) {
-    rec.status = static_cast<std::uint16_t>(dial.status);
     emit(rec);
     // A body we will not forward would be read as the next request: close instead.
     bool close = framing.kind != http::BodyKind::none || !client_keep_alive;

@@ -4,36 +4,6 @@
 
 namespace vibepit::proxy {
 
-std::string_view error_token(ProxyError error) {
-  switch (error) {
-    case ProxyError::http_request_error:
-      return "http_request_error";
-    case ProxyError::http_request_denied:
-      return "http_request_denied";
-    case ProxyError::destination_ip_prohibited:
-      return "destination_ip_prohibited";
-    case ProxyError::dns_error:
-      return "dns_error";
-    case ProxyError::dns_timeout:
-      return "dns_timeout";
-    case ProxyError::connection_refused:
-      return "connection_refused";
-    case ProxyError::destination_ip_unroutable:
-      return "destination_ip_unroutable";
-    case ProxyError::destination_unavailable:
-      return "destination_unavailable";
-    case ProxyError::connection_timeout:
-      return "connection_timeout";
-    case ProxyError::connection_terminated:
-      return "connection_terminated";
-    case ProxyError::http_response_incomplete:
-      return "http_response_incomplete";
-    case ProxyError::proxy_internal_error:
-      return "proxy_internal_error";
-  }
-  return "proxy_internal_error";
-}
-
 std::string proxy_status_value(ProxyError error, std::string_view message) {
   constexpr std::size_t kMaxDetails = 512;
   std::string out = "vibepit; error=";

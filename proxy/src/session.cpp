@@ -13,13 +13,13 @@
 #include "vibepit/proxy/relay.hpp"
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/server.hpp"
+#include "vibepit/proxy/upstream.hpp"
 #include "vibepit/runtime/endpoint.hpp"
 
 namespace vibepit::proxy {
 namespace {
 
 using asio::ip::tcp;
-constexpr std::size_t kMaxDialAddresses = 8;
 constexpr std::size_t kReadChunk = 4096;
 
 }  // namespace
@@ -213,139 +213,64 @@ void Session::emit_close(runtime::DecisionRecord rec, clock::time_point started)
   emit(std::move(rec));
 }
 
+// parse (done) -> decide -> resolve -> select -> dial: one call each.
 asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& target,
                                                         runtime::DecisionRecord& rec,
                                                         bool reuse_ok) {
-  Dial out;
   auto snap = w_.store.current();  // one snapshot for the whole decision
   rec.gen = snap->generation;
   rec.mode = snap->rules.mode;
-  auto d = policy::decide_http(target.host, target.port, *snap);
-  rec.verdict = d.verdict;
-  rec.would_deny = d.would_deny;
-  rec.reason = d.reason;
-  rec.rule = d.rule;
-  rec.range = d.range;
-  const auto display = target.display();
+  policy::Decision d = policy::decide_http(target.host, target.port, *snap);
+  const std::string display = target.display();
+  policy::Outcome o;
   if (d.verdict == policy::Verdict::deny) {
-    out.status = 403;
-    out.error = ProxyError::http_request_denied;
-    if (d.reason == policy::Reason::blocked_address) {
-      out.error = ProxyError::destination_ip_prohibited;
-      out.message = "access to " + display + " denied: the address is in the blocked range " +
-                    d.range + ". No rule can allow it.";
-    } else {
-      out.message = "access to " + display +
-                    " denied: not allowlisted.\nTo allow it, run: "
-                    "vibepit allow-http " +
-                    display;
-    }
-    co_return out;
-  }
-
-  // Keep-alive reuse: the connection was dialled for this same authority, to an address
-  // that passed classification then. The decision above was made anew for this request.
-  if (reuse_ok && upstream_.is_open() && upstream_key_ == display) {
-    rec.addr = upstream_addr_;
-    out.ok = true;
-    co_return out;
-  }
-  asio::error_code ignored;
-  upstream_.close(ignored);
-  upstream_key_.clear();
-
-  std::vector<policy::IpAddr> candidates;
-  if (target.ip) {
-    candidates.push_back(*target.ip);  // already classified by decide_http
+    o = policy::explain(std::move(d), display);
+  } else if (reuse_ok && upstream_.is_open() && upstream_key_ == display) {
+    // Keep-alive reuse: the connection was dialled for this same authority, to an address
+    // that passed classification then. The decision above was made anew for this request.
+    o = policy::explain(std::move(d), display);
+    o.addr = upstream_addr_;
   } else {
-    ResolveResult result;
-    if (!w_.resolver.cached(target.host, result)) {
-      set_deadline(Phase::resolve, w_.cfg.resolve_timeout + std::chrono::seconds(1));
-      result = co_await w_.resolver.async_resolve(target.host, asio::use_awaitable);
-      if (closed_) co_return out;
-    }
-    if (!result.ok) {
-      rec.verdict = policy::Verdict::deny;
-      rec.reason = policy::Reason::resolve_failed;
-      rec.detail = result.error;
-      out.status = 502;
-      out.error = result.timed_out ? ProxyError::dns_timeout : ProxyError::dns_error;
-      out.message =
-          "could not resolve " + target.host + " (" + result.error + "); the request was not sent.";
-      co_return out;
-    }
-    // Classify every address; only those that pass may be dialled. No second lookup.
-    std::string first_range, first_blocked;
-    for (const auto& ip : result.addrs) {
-      auto c = snap->classifier.classify(ip);
-      if (!c.blocked) {
-        candidates.push_back(ip);
-      } else if (first_range.empty()) {
-        first_range = c.range;
-        first_blocked = ip.to_string();
-      }
-    }
-    if (candidates.empty()) {
-      rec.verdict = policy::Verdict::deny;
-      rec.reason = policy::Reason::blocked_address;
-      rec.range = first_range;
-      rec.addr = first_blocked;
-      out.status = 403;
-      out.error = ProxyError::destination_ip_prohibited;
-      out.message = "access to " + display + " denied: " + target.host + " resolves to " +
-                    first_blocked + ", in the blocked range " + first_range +
-                    ". No rule can allow it.";
-      co_return out;
-    }
-  }
-
-  bool any_timeout = false;
-  std::string last_error;
-  asio::error_code last_ec;
-  if (candidates.size() > kMaxDialAddresses) candidates.resize(kMaxDialAddresses);
-  for (const auto& ip : candidates) {
-    asio::error_code ec;
-    upstream_ = tcp::socket(w_.io);
-    set_deadline(Phase::connect, w_.cfg.connect_timeout);
-    co_await upstream_.async_connect(runtime::to_tcp_endpoint(ip, target.port),
-                                     asio::redirect_error(asio::use_awaitable, ec));
-    if (closed_) co_return out;
-    if (!ec) {
-      set_deadline(Phase::busy, w_.cfg.idle_timeout);
-      upstream_.set_option(tcp::no_delay(true), ec);
-      rec.addr = ip.to_string();
-      upstream_key_ = display;
-      upstream_addr_ = rec.addr;
-      out.ok = true;
-      co_return out;
-    }
-    if (timed_out_) {
-      any_timeout = true;
-      last_error = "timed out";
-    } else {
-      last_error = ec.message();
-      last_ec = ec;
-    }
+    asio::error_code ignored;
     upstream_.close(ignored);
+    upstream_key_.clear();
+    Opened opened = co_await open_upstream(target, std::move(d), snap->classifier, *this, *this);
+    if (opened.cancelled) co_return Dial{};
+    o = std::move(opened.outcome);
+    if (!o.refused()) {
+      upstream_key_ = display;
+      upstream_addr_ = o.addr;
+    }
   }
+  record_outcome(rec, o);
+  co_return Dial{!o.refused(), o.status, o.error, std::move(o.text)};
+}
+
+asio::awaitable<ResolveResult> Session::resolve(const std::string& host) {
+  ResolveResult r;
+  if (w_.resolver.cached(host, r)) co_return r;
+  set_deadline(Phase::resolve, w_.cfg.resolve_timeout + std::chrono::seconds(1));
+  r = co_await w_.resolver.async_resolve(host, asio::use_awaitable);
+  r.cancelled = closed_;
+  co_return r;
+}
+
+asio::awaitable<DialResult> Session::dial(const tcp::endpoint& to) {
+  DialResult r;
+  upstream_ = tcp::socket(w_.io);
+  set_deadline(Phase::connect, w_.cfg.connect_timeout);
+  co_await upstream_.async_connect(to, asio::redirect_error(asio::use_awaitable, r.ec));
+  r.cancelled = closed_;
+  r.timed_out = timed_out_;
+  if (r.cancelled) co_return r;
   set_deadline(Phase::busy, w_.cfg.idle_timeout);
-  rec.addr = candidates.back().to_string();
-  rec.detail = "connect failed: " + last_error;
-  out.status = any_timeout ? 504 : 502;
-  if (any_timeout) {
-    out.error = ProxyError::connection_timeout;
-  } else if (last_ec == asio::error::connection_refused) {
-    out.error = ProxyError::connection_refused;
-  } else if (last_ec == asio::error::host_unreachable ||
-             last_ec == asio::error::network_unreachable) {
-    out.error = ProxyError::destination_ip_unroutable;
+  asio::error_code ignored;
+  if (r.ec) {
+    upstream_.close(ignored);
   } else {
-    out.error = ProxyError::destination_unavailable;
+    upstream_.set_option(tcp::no_delay(true), ignored);
   }
-  out.message = "could not connect to " + display + ": " + last_error + " (tried " +
-                std::to_string(candidates.size()) + " address" +
-                (candidates.size() == 1 ? "" : "es") + ").";
-  co_return out;
+  co_return r;
 }
 
 asio::awaitable<void> Session::handle_connect(const http::Authority& target,
@@ -354,7 +279,6 @@ asio::awaitable<void> Session::handle_connect(const http::Authority& target,
   mark_decided(rec);
   if (closed_) co_return;
   if (!dial.ok) {
-    rec.status = static_cast<std::uint16_t>(dial.status);
     emit(rec);
     co_await refuse(dial.status, dial.error, dial.message, true);
     co_return;

@@ -142,6 +142,17 @@ class ConnectTest(base.TopologyCase):
                 self.assertProxyStatus(resp, "http_request_error")
         self.assertTrue(self.proxy.alive())
 
+    def test_impossible_name_gets_no_allow_hint(self):
+        # A host no rule could ever name is a bad request that says why, never a 403 that
+        # suggests an `allow-http` the grammar would refuse.
+        for host in ("-foo.test", "foo-.allowed.test"):
+            with self.subTest(host=host):
+                resp = self.raw().request("CONNECT %s:443 HTTP/1.1\r\n\r\n" % host, "CONNECT")
+                self.assertEqual(resp.status, 400, repr(resp))
+                body = resp.body.decode()
+                self.assertIn("a label may not start or end with '-'", body)
+                self.assertNotIn("allow-http", body)
+
     # ------------------------------------------------------------ literals
 
     def test_blocked_ip_literals(self):

@@ -73,12 +73,17 @@ TEST(CheckQuery, Table) {
        QA::deny,
        Reason::not_allowlisted,
        ""},
-      {"root", rules, wire("."), qtype::NS, IN, QA::deny, Reason::not_allowlisted, ""},
+      {"root: no rule names it", rules, wire("."), qtype::NS, IN, QA::deny, Reason::invalid_target,
+       ""},
+      {"an address is not a name", rules, wire("203.0.113.7"), qtype::A, IN, QA::deny,
+       Reason::invalid_target, ""},
+      {"a label may not start with '-'", rules, wire("-a.allowed.test"), qtype::A, IN, QA::deny,
+       Reason::invalid_target, ""},
       {"escaped dot cannot pose as a label boundary", rules,
        test::Msg().label("x.allowed").name("test").b, qtype::A, IN, QA::deny,
-       Reason::not_allowlisted, ""},
+       Reason::invalid_target, ""},
       {"odd octet in an allowed zone", rules, test::Msg().label("a b").name("allowed.test").b,
-       qtype::A, IN, QA::deny, Reason::not_allowlisted, ""},
+       qtype::A, IN, QA::deny, Reason::invalid_target, ""},
       {"ANY for an allowed name: RFC 8482", rules, wire("example.com"), qtype::ANY, IN,
        QA::any_hinfo, Reason::allowlisted, "example.com"},
       {"ANY for another name", rules, wire("other.test"), qtype::ANY, IN, QA::deny,
@@ -100,7 +105,7 @@ TEST(CheckQuery, Table) {
     const QueryVerdict v = judge(*snap, r.qname, r.qtype, r.qclass, r.what);
     EXPECT_EQ(v.action, r.action) << r.what;
     EXPECT_EQ(v.reason, r.reason) << r.what;
-    EXPECT_EQ(v.rule ? std::string_view(v.rule->text) : std::string_view(), r.rule) << r.what;
+    EXPECT_EQ(v.rule, r.rule) << r.what;
     EXPECT_FALSE(v.detail.empty()) << r.what;
   }
 }
@@ -127,7 +132,9 @@ TEST(CheckQuery, AuditTable) {
       {"unlisted ANY: RFC 8482 answer", wire("other.test"), qtype::ANY, IN, QA::any_hinfo,
        Reason::not_allowlisted, true},
       {"escaped octets stay refused", test::Msg().label("a b").name("other.test").b, qtype::A, IN,
-       QA::deny, Reason::not_allowlisted, false},
+       QA::deny, Reason::invalid_target, false},
+      {"an address stays refused", wire("203.0.113.7"), qtype::A, IN, QA::deny,
+       Reason::invalid_target, false},
       {"class CH stays refused", wire("other.test"), qtype::A, 3, QA::deny, Reason::not_allowlisted,
        false},
       {"AXFR stays refused", wire("other.test"), qtype::AXFR, IN, QA::notimp,

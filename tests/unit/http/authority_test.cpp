@@ -102,6 +102,14 @@ TEST(Authority, Table) {
       {"exa mple.com:80", kNoDefault, "", 0, false, "invalid character in host"},
       {"exa*mple.com:80", kNoDefault, "", 0, false, "invalid character in host"},
       {"ex\xc3\xa4mple.com:80", kNoDefault, "", 0, false, "invalid character in host"},
+      // a name no rule could be written for: refused by the rule grammar's own check
+      {"-foo.example:443", kNoDefault, "", 0, false,
+       "invalid host: a label may not start or end with '-'"},
+      {"foo-.example:443", kNoDefault, "", 0, false,
+       "invalid host: a label may not start or end with '-'"},
+      {"a.-b.example:443", kNoDefault, "", 0, false,
+       "invalid host: a label may not start or end with '-'"},
+      {"_srv.example:443", kNoDefault, "_srv.example", 443, false, ""},
       // an unbracketed IPv6 address
       {"2001:db8::1:80", kNoDefault, "", 0, false, "IPv6 address must be in brackets"},
       {"::1", kNoDefault, "", 0, false, "IPv6 address must be in brackets"},

@@ -37,13 +37,15 @@ enum class QueryAction {
 struct QueryVerdict {
   QueryAction action = QueryAction::deny;
   policy::Reason reason = policy::Reason::not_allowlisted;
-  const policy::DnsRule* rule = nullptr;  // the allow-dns rule that matched, if any
-  std::string_view detail;                // a short human phrase, static storage
-  bool would_deny = false;                // audit mode: forwarded although no rule matched
+  std::string_view rule;    // the allow-dns rule that matched (snapshot's text)
+  std::string_view detail;  // a short human phrase, static storage
+  bool would_deny = false;  // audit mode: forwarded although no rule matched
 };
 
-// Judge a parsed query in the snapshot's mode. Allocation-free. In audit mode a plain name
-// that no rule matches is forwarded (would_deny); everything else is judged as in enforce.
+// Judge a parsed query in the snapshot's mode: the wire-level checks (meta types, class,
+// escaped octets), then the name by policy::decide_dns, then the type. Allocation-free. In
+// audit mode a valid name that no rule matches is forwarded (would_deny); everything else
+// is judged as in enforce.
 QueryVerdict check_query(const Query& q, const policy::Snapshot& snap, const QtypeSet& types);
 
 struct AnswerVerdict {

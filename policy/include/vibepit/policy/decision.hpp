@@ -27,7 +27,9 @@ std::string_view to_string(Reason r);
 struct Decision {
   Verdict verdict = Verdict::deny;
   Reason reason = Reason::not_allowlisted;
-  std::string rule;   // the entry that matched, empty when none
+  // The entry that matched, empty when none: a view into the snapshot decided against,
+  // valid while that snapshot is held.
+  std::string_view rule;
   std::string range;  // for blocked_address: the range that blocked
   // Audit mode only: no rule matched (reason not_allowlisted), yet the verdict is allow.
   bool would_deny = false;
@@ -40,7 +42,8 @@ Decision apply_mode(Decision d, Mode mode);
 // `host` is a normalised name or canonical IP text. IP literals are also classified here.
 // Both apply the snapshot's mode.
 Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& snap);
-// `qname` must be normalised.
+// A DNS name in text form (a trailing dot and any case are accepted). A name that is no
+// valid host name (an address, "-a.example", the root) is invalid_target: no rule names it.
 Decision decide_dns(std::string_view qname, const Snapshot& snap);
 
 }  // namespace vibepit::policy

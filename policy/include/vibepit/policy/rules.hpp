@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "vibepit/policy/ip.hpp"
+#include "vibepit/policy/name.hpp"
 
 namespace vibepit::policy {
 
@@ -38,9 +39,6 @@ struct HttpRule {
   std::string port_glob;  // digits and '*', e.g. "443", "8*", "*"
   std::string text;       // canonical entry text, e.g. "*.example.com:443", "[2001:db8::1]:443"
 };
-
-// Normalise a host name for matching: lower case, strip one trailing dot.
-std::string normalize_name(std::string_view name);
 
 std::variant<DnsRule, RuleError> parse_dns_rule(std::string_view entry);
 // Also rejects an IP literal inside an always-blocked range, naming the range.

@@ -34,6 +34,7 @@ struct ResolveResult {
   std::string error;                  // why resolution failed, when !ok
   bool timed_out = false;             // failed because no upstream server answered
   bool cached = false;                // answered from this resolver's cache
+  bool cancelled = false;             // the asking connection went away meanwhile
 };
 
 // Bounds of a resolver's answer cache.

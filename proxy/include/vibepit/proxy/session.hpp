@@ -18,16 +18,19 @@
 #include "vibepit/http/head.hpp"
 #include "vibepit/policy/decision.hpp"
 #include "vibepit/proxy/response.hpp"
+#include "vibepit/proxy/upstream.hpp"
 #include "vibepit/runtime/decision_log.hpp"
 
 namespace vibepit::proxy {
 
 struct Worker;
 
-class Session : public std::enable_shared_from_this<Session> {
+class Session : public std::enable_shared_from_this<Session>,
+                private NameResolver,
+                private Dialler {
  public:
   Session(Worker& w, asio::ip::tcp::socket client, const asio::ip::tcp::endpoint& peer);
-  ~Session();
+  ~Session() override;
   void start();
   // Called when the server drains: close now if no request is in progress.
   void on_drain();
@@ -61,6 +64,11 @@ class Session : public std::enable_shared_from_this<Session> {
                                              std::string& framing_error);
   asio::awaitable<bool> forward_response(std::string_view method, bool client_keep_alive,
                                          bool& keep_client, runtime::DecisionRecord& rec);
+
+  // The world as open_upstream sees it: the worker's resolver and this connection's
+  // upstream socket, under this connection's deadlines.
+  asio::awaitable<ResolveResult> resolve(const std::string& host) override;
+  asio::awaitable<DialResult> dial(const asio::ip::tcp::endpoint& to) override;
 
   runtime::DecisionRecord new_record(std::string_view method, const http::Authority& target);
   void mark_decided(runtime::DecisionRecord& rec);  // elapsed_us: arrival to decision

@@ -58,7 +58,6 @@ struct DecisionRecord {
 
 std::string to_json_line(const DecisionRecord& r);  // one NDJSON line, with '\n'
 std::int64_t now_us();  // the wall clock of DecisionRecord::ts_us, microseconds
-std::int64_t now_us();  // the wall clock of DecisionRecord::ts_us
 
 class DecisionLog {
  public:

@@ -1,0 +1,43 @@
+#pragma once
+// Host names. One validator for every place a name arrives: the HTTP authority a client
+// sends, the rule grammar, and the decisions. What one accepts, the others accept, so a
+// name that passes parsing but can never match a rule does not exist.
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace vibepit::policy {
+
+inline constexpr std::size_t kMaxNameLength = 253;  // octets, without the trailing dot
+inline constexpr std::size_t kMaxLabelLength = 63;
+
+enum class NameProblem {
+  ok,
+  empty_label,
+  star,            // '*' anywhere (the rule grammar strips a leading "*." first)
+  label_too_long,  // over 63 octets
+  bad_char,        // not a letter, digit, '-' or '_'
+  hyphen,          // a label starts or ends with '-'
+  numeric,         // the last label is numeric but the whole is no dotted quad ("127.1")
+  dotted_quad,     // a strict dotted-quad IPv4 address, not a name
+};
+
+// Checks the labels of a name given without a trailing dot. Letters of either case pass.
+// Does not check the total length. On bad_char, `*bad` (when given) is the offending byte.
+NameProblem check_name(std::string_view name, char* bad = nullptr);
+
+// What is wrong, for a message: "a label may not start or end with '-'". (dotted_quad reads
+// as "not a valid IP address or host name": it is the fault of a wildcard or a DNS name.)
+std::string describe(NameProblem problem);
+
+// True when `name` (no trailing dot) is a host name a rule could match.
+bool valid_name(std::string_view name);
+
+// ASCII lower case, one trailing dot removed.
+std::string normalize_name(std::string_view name);
+
+inline bool is_ascii_upper(char c) {
+  return c >= 'A' && c <= 'Z';
+}
+
+}  // namespace vibepit::policy

@@ -1,0 +1,71 @@
+#pragma once
+// What a decision means to the client, and which resolved addresses may be dialled. Pure.
+//
+// An Outcome is the one value a request's decision travels in, from decide_http to the
+// response and the record: the decision (verdict, reason, rule, range), what the later
+// stages learned (the refused address, the resolver's words), and the status, RFC 9209 error
+// type and text the client is sent. The status, error type and text of every refusal come
+// from one table keyed by reason (explain()).
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vibepit/policy/classify.hpp"
+#include "vibepit/policy/decision.hpp"
+#include "vibepit/policy/ip.hpp"
+
+namespace vibepit::policy {
+
+// The RFC 9209 error types a proxy reports in its Proxy-Status header, so that clients which
+// show only headers (a failed CONNECT in curl -v) see why. The names are the RFC's tokens.
+enum class ProxyError {
+  http_request_error,         // malformed or unsupported request (400, 408, 431)
+  http_request_denied,        // the rules do not allow the destination (403)
+  destination_ip_prohibited,  // the address is in a blocked range (403)
+  dns_error,                  // the name did not resolve (502)
+  dns_timeout,                // the upstream DNS servers did not answer (502)
+  connection_refused,         // every address refused the connection (502)
+  destination_ip_unroutable,  // no route to any address (502)
+  destination_unavailable,    // dialling failed for another reason (502)
+  connection_timeout,         // every dial timed out (504)
+  connection_terminated,      // the upstream connection broke while sending (502)
+  http_response_incomplete,   // the upstream closed early or answered invalidly (502)
+  proxy_internal_error,       // the proxy cannot take the request now (503)
+};
+
+std::string_view error_token(ProxyError error);
+
+// The addresses a name resolved to, judged one by one. Only `dialable` may be dialled: in
+// the resolver's order, at most `limit` of them. `first_blocked` and `range` name the first
+// refused address, for the record and the message when none is dialable.
+struct Selection {
+  std::vector<IpAddr> dialable;
+  std::optional<IpAddr> first_blocked;
+  std::string range;
+};
+Selection select_dialable(std::span<const IpAddr> addresses, const Classifier& classifier,
+                          std::size_t limit);
+
+struct Outcome {
+  Decision decision;
+  std::string addr;    // the address dialled, or for blocked_address the one refused
+  std::string detail;  // resolve_failed or a failed dial: the resolver's or socket's words
+  int status = 200;    // HTTP status for the client
+  ProxyError error = ProxyError::proxy_internal_error;  // when status is not 2xx
+  std::string text;                                     // what the client is told when refused
+  bool refused() const { return status >= 300; }
+};
+
+// `decision` explained for `target` ("host:port" as the client wrote it): a denial gets its
+// status, error type and text from the table; an allow gets status 200.
+Outcome explain(Decision decision, std::string_view target);
+// The name did not resolve: the request was not sent. Keeps the allowing decision's rule.
+Outcome resolve_failed(Decision allowed, std::string_view host, std::string detail, bool timed_out);
+// Every address the name resolved to is blocked.
+Outcome blocked_after_resolution(Decision allowed, std::string_view target, std::string_view host,
+                                 const Selection& selection);
+
+}  // namespace vibepit::policy
