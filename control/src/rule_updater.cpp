@@ -1,6 +1,5 @@
 #include "vibepit/control/rule_updater.hpp"
 
-#include <stdexcept>
 #include <unordered_set>
 
 namespace vibepit::control {
@@ -9,53 +8,65 @@ const char* to_string(RuleList list) {
   return list == RuleList::allow_http ? "allow-http" : "allow-dns";
 }
 
-std::variant<AddResult, std::vector<policy::RuleError>> RuleUpdater::add(
-    RuleList list, const std::vector<std::string>& entries) {
+namespace {
+
+// Parses each entry once; `rules` receives the parsed rules, valid ones only.
+template <class Rule, class Parse>
+std::vector<policy::RuleError> parse_all(const std::vector<std::string>& entries, Parse parse,
+                                         std::vector<Rule>& rules) {
   std::vector<policy::RuleError> errors;
-  std::vector<std::string> canonical;
-  canonical.reserve(entries.size());
   for (const auto& entry : entries) {
-    if (list == RuleList::allow_http) {
-      auto r = policy::parse_http_rule(entry);
-      if (auto* e = std::get_if<policy::RuleError>(&r)) {
-        errors.push_back(std::move(*e));
-      } else {
-        canonical.push_back(std::get<policy::HttpRule>(r).text);
-      }
+    auto r = parse(entry);
+    if (auto* e = std::get_if<policy::RuleError>(&r)) {
+      errors.push_back(std::move(*e));
     } else {
-      auto r = policy::parse_dns_rule(entry);
-      if (auto* e = std::get_if<policy::RuleError>(&r)) {
-        errors.push_back(std::move(*e));
-      } else {
-        canonical.push_back(std::get<policy::DnsRule>(r).text);
-      }
+      rules.push_back(std::move(std::get<Rule>(r)));
     }
   }
+  return errors;
+}
+
+// Moves the rules whose canonical text is new out of `rules`, recording which were new.
+template <class Rule>
+std::vector<Rule> only_new(std::vector<Rule>& rules, const std::vector<std::string>& present,
+                           AddResult& out) {
+  std::unordered_set<std::string> seen(present.begin(), present.end());
+  std::vector<Rule> fresh;
+  for (auto& rule : rules) {
+    if (seen.insert(rule.text).second) {
+      out.added.push_back(rule.text);
+      fresh.push_back(std::move(rule));
+    } else {
+      out.existing.push_back(rule.text);
+    }
+  }
+  return fresh;
+}
+
+}  // namespace
+
+std::variant<AddResult, std::vector<policy::RuleError>> RuleUpdater::add(
+    RuleList list, const std::vector<std::string>& entries) {
+  policy::ParsedRules parsed;
+  auto errors = list == RuleList::allow_http
+                    ? parse_all(entries, policy::parse_http_rule, parsed.allow_http)
+                    : parse_all(entries, policy::parse_dns_rule, parsed.allow_dns);
   if (!errors.empty()) return errors;
 
   std::lock_guard lock(mu_);
   auto snap = store_.current();
-  const auto& present =
-      list == RuleList::allow_http ? snap->rules.allow_http : snap->rules.allow_dns;
-  std::unordered_set<std::string> seen(present.begin(), present.end());
   AddResult out;
-  for (auto& text : canonical) {
-    if (seen.insert(text).second) {
-      out.added.push_back(std::move(text));
-    } else {
-      out.existing.push_back(std::move(text));
-    }
+  policy::ParsedRules fresh;
+  if (list == RuleList::allow_http) {
+    fresh.allow_http = only_new(parsed.allow_http, snap->rules.allow_http, out);
+  } else {
+    fresh.allow_dns = only_new(parsed.allow_dns, snap->rules.allow_dns, out);
   }
   if (out.added.empty()) {
     out.generation = snap->generation;
     return out;
   }
-  policy::RuleSet next = snap->rules;
-  auto& target = list == RuleList::allow_http ? next.allow_http : next.allow_dns;
-  target.insert(target.end(), out.added.begin(), out.added.end());
-  auto compiled = policy::compile_mutable(next);
-  if (auto* errs = std::get_if<std::vector<policy::RuleError>>(&compiled)) return *errs;
-  out.generation = store_.publish(std::get<std::shared_ptr<policy::Snapshot>>(std::move(compiled)));
+  out.generation = store_.publish(policy::with_added(*snap, std::move(fresh)));
   return out;
 }
 
@@ -64,13 +75,9 @@ std::uint64_t RuleUpdater::set_mode(policy::Mode mode, bool& changed) {
   auto snap = store_.current();
   changed = snap->rules.mode != mode;
   if (!changed) return snap->generation;
-  policy::RuleSet next = snap->rules;
-  next.mode = mode;
-  // The rules compiled once already; only a broken invariant could fail here.
-  auto compiled = policy::compile_mutable(next);
-  if (std::holds_alternative<std::vector<policy::RuleError>>(compiled))
-    throw std::logic_error("the rules in force no longer compile");
-  return store_.publish(std::get<std::shared_ptr<policy::Snapshot>>(std::move(compiled)));
+  auto next = policy::with_added(*snap, {});  // the rules in force, nothing parsed again
+  next->rules.mode = mode;
+  return store_.publish(std::move(next));
 }
 
 }  // namespace vibepit::control

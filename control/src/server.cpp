@@ -15,6 +15,9 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
+#include "vibepit/runtime/accept_loop.hpp"
+#include "vibepit/runtime/token_bucket.hpp"
+
 namespace vibepit::control {
 namespace {
 
@@ -68,18 +71,9 @@ struct ControlServer::Impl {
        ServerCounters& c)
       : api(a), feed(f), tls(std::move(t)), opts(std::move(o)), counters(c) {}
 
-  bool take_token() {
-    if (opts.rate == 0) return true;
-    auto now = clock::now();
-    double elapsed = std::chrono::duration<double>(now - refilled).count();
-    refilled = now;
-    tokens = std::min<double>(opts.burst, tokens + elapsed * opts.rate);
-    if (tokens < 1.0) return false;
-    tokens -= 1.0;
-    return true;
-  }
+  bool take_token() { return opts.rate == 0 || bucket.take(opts.rate, opts.burst, clock::now()); }
 
-  asio::awaitable<void> accept_loop(tcp::acceptor& acc);
+  bool take_client(tcp::socket sock);  // each accepted client, from runtime::accept_loop
   asio::awaitable<void> serve(tcp::socket sock);
   asio::awaitable<void> follow(Conn& c, std::uint64_t after);
 
@@ -89,32 +83,22 @@ struct ControlServer::Impl {
   ServerOptions opts;
   ServerCounters& counters;
   std::size_t active = 0;  // control thread only
-  double tokens = 0;
-  clock::time_point refilled = clock::now();
+  runtime::TokenBucket bucket{static_cast<double>(opts.burst), clock::now()};
   asio::io_context io{1};
   std::vector<tcp::acceptor> acceptors;
 };
 
-asio::awaitable<void> ControlServer::Impl::accept_loop(tcp::acceptor& acc) {
-  for (;;) {
-    asio::error_code ec;
-    tcp::socket sock = co_await acc.async_accept(asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-      if (ec == asio::error::operation_aborted || !acc.is_open()) co_return;
-      // Out of descriptors or similar: back off instead of spinning.
-      asio::steady_timer pause(io, std::chrono::milliseconds(100));
-      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      continue;
-    }
-    counters.accepted.fetch_add(1, std::memory_order_relaxed);
-    if (active >= opts.max_clients) {
-      counters.refused_busy.fetch_add(1, std::memory_order_relaxed);
-      spdlog::warn("control: {} clients connected already; refusing one", active);
-      sock.close(ec);
-      continue;
-    }
-    asio::co_spawn(io, serve(std::move(sock)), asio::detached);
+bool ControlServer::Impl::take_client(tcp::socket sock) {
+  counters.accepted.fetch_add(1, std::memory_order_relaxed);
+  if (active >= opts.max_clients) {
+    counters.refused_busy.fetch_add(1, std::memory_order_relaxed);
+    spdlog::warn("control: {} clients connected already; refusing one", active);
+    asio::error_code ignored;
+    sock.close(ignored);
+    return true;
   }
+  asio::co_spawn(io, serve(std::move(sock)), asio::detached);
+  return true;
 }
 
 asio::awaitable<void> ControlServer::Impl::serve(tcp::socket sock) {
@@ -256,7 +240,12 @@ std::vector<tcp::endpoint> ControlServer::listen() {
 
 void ControlServer::start() {
   for (auto& acc : impl_->acceptors) {
-    asio::co_spawn(impl_->io, impl_->accept_loop(acc), asio::detached);
+    asio::co_spawn(impl_->io,
+                   runtime::accept_loop(acc, runtime::AcceptPolicy{"control", nullptr, {}, nullptr},
+                                        [impl = impl_.get()](tcp::socket s, const tcp::endpoint&) {
+                                          return impl->take_client(std::move(s));
+                                        }),
+                   asio::detached);
   }
   thread_ = std::thread([this] { impl_->io.run(); });
 }

@@ -38,18 +38,12 @@ bool RateLimiter::allow(const asio::ip::address& client, clock::time_point now) 
       // Forget clients that have been quiet long enough to have refilled their bucket; if
       // none has, start over: a flood of addresses must not grow memory.
       auto refill = std::chrono::duration<double>(static_cast<double>(burst_) / qps_);
-      std::erase_if(buckets_, [&](const auto& kv) { return now - kv.second.last > refill; });
+      std::erase_if(buckets_, [&](const auto& kv) { return now - kv.second.last() > refill; });
       if (buckets_.size() >= kMaxClients) buckets_.clear();
     }
-    it = buckets_.emplace(std::move(key), Bucket{static_cast<double>(burst_), now}).first;
+    it = buckets_.emplace(std::move(key), runtime::TokenBucket(burst_, now)).first;
   }
-  auto& b = it->second;
-  double elapsed = std::chrono::duration<double>(now - b.last).count();
-  b.tokens = std::min<double>(burst_, b.tokens + elapsed * qps_);
-  b.last = now;
-  if (b.tokens < 1.0) return false;
-  b.tokens -= 1.0;
-  return true;
+  return it->second.take(qps_, burst_, now);
 }
 
 struct DnsWorker::Forward {

@@ -23,9 +23,11 @@
 #include "vibepit/dns/filter.hpp"
 #include "vibepit/dns/wire.hpp"
 #include "vibepit/policy/snapshot.hpp"
+#include "vibepit/runtime/accept_loop.hpp"
 #include "vibepit/runtime/ares_channel.hpp"
 #include "vibepit/runtime/config.hpp"
 #include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/runtime/token_bucket.hpp"
 
 namespace vibepit::dns {
 
@@ -45,20 +47,16 @@ struct ReplyTo {
   std::function<void(std::span<const std::uint8_t>)> custom;
 };
 
-// A token bucket per client address, bounded in size.
+// A token bucket per client address (dns-client-qps, dns-client-burst), bounded in size.
 class RateLimiter {
  public:
   RateLimiter(std::uint32_t qps, std::uint32_t burst) : qps_(qps), burst_(burst) {}
   bool allow(const asio::ip::address& client, std::chrono::steady_clock::time_point now);
 
  private:
-  struct Bucket {
-    double tokens;
-    std::chrono::steady_clock::time_point last;
-  };
   static constexpr std::size_t kMaxClients = 65'536;
   std::uint32_t qps_, burst_;
-  std::unordered_map<std::string, Bucket> buckets_;  // key: the address bytes
+  std::unordered_map<std::string, runtime::TokenBucket> buckets_;  // key: the address bytes
 };
 
 class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
@@ -89,7 +87,8 @@ class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
 
   void receive_udp(std::size_t index);
   void drain_udp(std::size_t index);
-  void accept_tcp(std::size_t index);
+  void accept_tcp(std::size_t index);  // runs runtime::accept_loop on tcp_[index]
+  void take_tcp(asio::ip::tcp::socket s);
   // The answer is judged with the rules in force when it arrives (on_upstream).
   void forward(std::span<const std::uint8_t> pkt, const Query& q, runtime::DecisionRecord rec,
                ReplyTo to);
@@ -116,6 +115,7 @@ class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
   RateLimiter limiter_;
   std::vector<asio::ip::udp::socket> udp_;
   std::vector<asio::ip::tcp::acceptor> tcp_;
+  runtime::SpareDescriptor spare_;  // one client refused (closed) when out of descriptors
   std::unordered_map<TcpConn*, std::weak_ptr<TcpConn>> conns_;
   std::size_t tcp_count_ = 0;
   std::size_t pending_ = 0;

@@ -1,6 +1,8 @@
 // The DNS side of policy: which queries go upstream, and which answers may reach the client.
 #include "vibepit/dns/filter.hpp"
 
+#include "vibepit/runtime/config.hpp"
+
 namespace vibepit::dns {
 
 namespace {
@@ -8,10 +10,7 @@ constexpr std::uint16_t kIxfr = 251, kMailb = 253, kMaila = 254;
 }  // namespace
 
 QtypeSet::QtypeSet() {
-  for (std::uint16_t t : {qtype::A, qtype::AAAA, qtype::CNAME, qtype::HTTPS, qtype::SVCB, qtype::MX,
-                          qtype::TXT, qtype::SRV, qtype::NS, qtype::SOA, qtype::PTR}) {
-    bits_.set(t);
-  }
+  for (std::uint16_t t : runtime::DnsConfig{}.qtypes) bits_.set(t);
 }
 
 QueryVerdict check_query(const Query& q, const policy::Snapshot& snap, const QtypeSet& types) {

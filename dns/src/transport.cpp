@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
 #include <asio/ip/v6_only.hpp>
 #include <asio/post.hpp>
 #include <asio/read.hpp>
@@ -261,22 +263,27 @@ void DnsWorker::deliver(const ReplyTo& to, std::span<const std::uint8_t> reply) 
 }
 
 void DnsWorker::accept_tcp(std::size_t index) {
-  tcp_[index].async_accept(
-      [this, index, alive = alive_](const asio::error_code& ec, tcp::socket s) {
-        if (!*alive || stopped_ || ec == asio::error::operation_aborted) return;
-        if (!ec) {
-          if (tcp_count_ >= cfg_.dns.max_tcp) {
-            asio::error_code ignored;
-            s.close(ignored);  // over dns-max-tcp: the client may retry or use UDP
-          } else {
-            ++tcp_count_;
-            auto c = std::make_shared<TcpConn>(*this, std::move(s));
-            conns_.emplace(c.get(), c);
-            c->start();
-          }
-        }
-        accept_tcp(index);
-      });
+  runtime::AcceptPolicy policy{"dns", &spare_, {}, alive_};
+  asio::co_spawn(io_,
+                 runtime::accept_loop(tcp_[index], std::move(policy),
+                                      [this, alive = alive_](tcp::socket s, const tcp::endpoint&) {
+                                        if (!*alive || stopped_) return false;
+                                        take_tcp(std::move(s));
+                                        return true;
+                                      }),
+                 asio::detached);
+}
+
+void DnsWorker::take_tcp(tcp::socket s) {
+  if (tcp_count_ >= cfg_.dns.max_tcp) {
+    asio::error_code ignored;
+    s.close(ignored);  // over dns-max-tcp: the client may retry or use UDP
+    return;
+  }
+  ++tcp_count_;
+  auto c = std::make_shared<TcpConn>(*this, std::move(s));
+  conns_.emplace(c.get(), c);
+  c->start();
 }
 
 }  // namespace vibepit::dns

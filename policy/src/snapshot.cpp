@@ -105,6 +105,19 @@ std::variant<std::shared_ptr<const Snapshot>, std::vector<RuleError>> compile(
   return std::shared_ptr<const Snapshot>(std::get<std::shared_ptr<Snapshot>>(std::move(result)));
 }
 
+std::shared_ptr<Snapshot> with_added(const Snapshot& base, ParsedRules added) {
+  auto snap = std::make_shared<Snapshot>(base);
+  for (auto& rule : added.allow_http) {
+    std::string text = rule.text;
+    if (snap->http.add(std::move(rule))) snap->rules.allow_http.push_back(std::move(text));
+  }
+  for (auto& rule : added.allow_dns) {
+    std::string text = rule.text;
+    if (snap->dns.add(std::move(rule))) snap->rules.allow_dns.push_back(std::move(text));
+  }
+  return snap;
+}
+
 SnapshotStore::SnapshotStore(std::shared_ptr<const Snapshot> initial)
     : latest_(initial ? std::move(initial) : std::make_shared<const Snapshot>()),
       id_(g_next_store_id.fetch_add(1, std::memory_order_relaxed)),

@@ -1,8 +1,6 @@
 #include "vibepit/proxy/server.hpp"
 
-#include <fcntl.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 #include <asio/co_spawn.hpp>
@@ -15,6 +13,7 @@
 
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/session.hpp"
+#include "vibepit/runtime/accept_loop.hpp"
 #include "vibepit/runtime/endpoint.hpp"
 
 namespace vibepit::proxy {
@@ -31,57 +30,20 @@ void refuse_now(tcp::socket& s, int status, std::string_view why) {
   s.close(ec);
 }
 
-bool out_of_descriptors(const asio::error_code& ec) {
-  return ec == asio::error::no_descriptors || ec.value() == ENFILE ||
-         ec == asio::error::no_buffer_space || ec == asio::error::no_memory;
-}
-
-asio::awaitable<void> accept_loop(Worker& w, tcp::acceptor& acceptor) {
-  asio::error_code ec;
-  auto tok = asio::redirect_error(asio::use_awaitable, ec);
-  asio::steady_timer backoff(w.io);
-  for (;;) {
-    tcp::socket sock(w.io);
-    tcp::endpoint peer;  // from accept itself: no getpeername() per connection
-    co_await acceptor.async_accept(sock, peer, tok);
-    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
-    if (ec) {
-      if (out_of_descriptors(ec)) {
-        // Free the spare descriptor to take one pending client off the queue and answer it,
-        // then back off so a persistent shortage is not a busy loop.
-        if (w.spare_fd >= 0) {
-          ::close(w.spare_fd);
-          // accept4 on the O_NONBLOCK listener: never blocks, even if the queue emptied.
-          int fd =
-              ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-          if (fd >= 0) {
-            auto text =
-                make_error_response(503, ProxyError::proxy_internal_error,
-                                    "the proxy is out of file descriptors; retry later", true);
-            [[maybe_unused]] auto sent = ::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
-            ::close(fd);
-          }
-          w.spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-        }
-        spdlog::warn("accept: {} (backing off 50 ms)", ec.message());
-      } else {
-        spdlog::warn("accept: {}", ec.message());
-      }
-      backoff.expires_after(std::chrono::milliseconds(50));
-      co_await backoff.async_wait(tok);
-      continue;
-    }
-    if (w.draining) {
-      refuse_now(sock, 503, "the proxy is shutting down");
-      continue;
-    }
-    if (w.active.fetch_add(1, std::memory_order_relaxed) >= w.cfg.max_connections) {
-      w.active.fetch_sub(1, std::memory_order_relaxed);
-      refuse_now(sock, 503, "too many connections (max-connections); retry later");
-      continue;
-    }
-    std::make_shared<Session>(w, std::move(sock), peer)->start();
+// Each client accepted: refused at once while draining or over max-connections, else
+// handed to a new Session.
+bool take_client(Worker& w, tcp::socket sock, const tcp::endpoint& peer) {
+  if (w.draining) {
+    refuse_now(sock, 503, "the proxy is shutting down");
+    return true;
   }
+  if (w.active.fetch_add(1, std::memory_order_relaxed) >= w.cfg.max_connections) {
+    w.active.fetch_sub(1, std::memory_order_relaxed);
+    refuse_now(sock, 503, "too many connections (max-connections); retry later");
+    return true;
+  }
+  std::make_shared<Session>(w, std::move(sock), peer)->start();
+  return true;
 }
 
 constexpr auto kSweepInterval = std::chrono::milliseconds(100);
@@ -102,13 +64,9 @@ void sweep(Worker& w) {
 
 Worker::Worker(const runtime::Config& c, policy::SnapshotStore& s,
                runtime::DecisionLog::Producer& p, std::atomic<std::size_t>& a)
-    : cfg(c), store(s), log(p), active(a), resolver(io, c.upstream_dns, c.resolve_timeout) {
-  spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-}
+    : cfg(c), store(s), log(p), active(a), resolver(io, c.upstream_dns, c.resolve_timeout) {}
 
-Worker::~Worker() {
-  if (spare_fd >= 0) ::close(spare_fd);
-}
+Worker::~Worker() = default;
 
 ProxyServer::ProxyServer(const runtime::Config& cfg, policy::SnapshotStore& store,
                          runtime::DecisionLog& log)
@@ -160,7 +118,18 @@ std::vector<runtime::Loop> ProxyServer::loops() const {
 void ProxyServer::start() {
   for (auto& w : workers_) {
     for (auto& a : w->acceptors) {
-      asio::co_spawn(w->io, accept_loop(*w, a), asio::detached);
+      runtime::AcceptPolicy policy;
+      policy.what = "proxy";
+      policy.spare = &w->spare;
+      policy.refusal =
+          make_error_response(503, ProxyError::proxy_internal_error,
+                              "the proxy is out of file descriptors; retry later", true);
+      asio::co_spawn(w->io,
+                     runtime::accept_loop(a, std::move(policy),
+                                          [&w = *w](tcp::socket s, const tcp::endpoint& peer) {
+                                            return take_client(w, std::move(s), peer);
+                                          }),
+                     asio::detached);
     }
     sweep(*w);
     threads_.emplace_back([&io = w->io] {

@@ -247,6 +247,44 @@ class DescriptorExhaustionTest(base.TopologyCase):
         r = served_again(self, p, within=5)
         self.assertEqual(r.http_code, 200, "not recovered: %r%s" % (r, p.diag()))
 
+    def test_dns_tcp_out_of_descriptors_does_not_spin(self):
+        # The DNS TCP listener shares the proxy's accept loop: out of descriptors it backs
+        # off instead of retrying accept() at once (which burned ~55% of a core before).
+        p = self.start_proxy(allow_http=RULES, threads=1, dns_listen=["127.0.0.1:0"],
+                             dns_max_tcp=1000, dns_tcp_idle_ms=20000,
+                             argv_prefix=["prlimit", "--nofile=40:40", "--"])
+        flood = []
+        try:
+            for _ in range(60):
+                try:
+                    flood.append(RawConn(self.topo, p.dns_port, timeout=2))
+                except OSError:
+                    break
+            time.sleep(0.5)
+            before = self.cpu_seconds(p.proc.pid)
+            time.sleep(1.0)
+            spent = self.cpu_seconds(p.proc.pid) - before
+            self.assertLess(spent, 0.2, "DNS TCP accept spun at %.2fs CPU/s while out of fds" % spent)
+            self.assertIn("dns: accept:", p.stderr(), "the shortage was never hit" + p.diag())
+            self.assertTrue(p.alive())
+        finally:
+            for c in flood:
+                c.close()
+        # Descriptors freed: a TCP query is answered again (REFUSED: the name is not allowed).
+        query = bytes.fromhex("beef01000001000000000000") + b"\x01x\x04test\x00" + b"\x00\x01\x00\x01"
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                with RawConn(self.topo, p.dns_port, timeout=2) as c:
+                    c.sock.sendall(len(query).to_bytes(2, "big") + query)
+                    reply = c.sock.recv(4096)
+                if len(reply) >= 14 and reply[2:4] == b"\xbe\xef":
+                    break
+            except OSError:
+                pass
+            self.assertLess(time.monotonic(), deadline, "DNS over TCP not served again" + p.diag())
+            time.sleep(0.2)
+
 
 class ShutdownTest(base.TopologyCase):
 

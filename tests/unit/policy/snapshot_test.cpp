@@ -65,6 +65,31 @@ TEST(CompileTest, EmptyRuleSetAllowsNothing) {
   EXPECT_EQ(snap->http.match("example.com", 443), nullptr);
 }
 
+TEST(CompileTest, WithAddedCopiesTheBaseAndLeavesItAlone) {
+  RuleSet rules;
+  rules.allow_http = {"a.test:443"};
+  rules.allow_dns = {"a.test"};
+  rules.block_cidr = {"198.51.100.0/24"};
+  rules.mode = Mode::audit;
+  auto base = std::get<std::shared_ptr<const Snapshot>>(compile(rules, 1));
+  ParsedRules added;
+  added.allow_http.push_back(std::get<HttpRule>(parse_http_rule("*.b.test:80")));
+  added.allow_http.push_back(std::get<HttpRule>(parse_http_rule("a.test:443")));  // present
+  added.allow_dns.push_back(std::get<DnsRule>(parse_dns_rule("*.b.test")));
+  auto next = with_added(*base, std::move(added));
+  EXPECT_EQ(next->rules.allow_http, (std::vector<std::string>{"a.test:443", "*.b.test:80"}));
+  EXPECT_EQ(next->rules.allow_dns, (std::vector<std::string>{"a.test", "*.b.test"}));
+  EXPECT_EQ(next->rules.block_cidr, base->rules.block_cidr);
+  EXPECT_EQ(next->rules.mode, Mode::audit);
+  EXPECT_NE(next->http.match("a.test", 443), nullptr);
+  EXPECT_NE(next->http.match("x.b.test", 80), nullptr);
+  EXPECT_NE(next->dns.match("x.b.test"), nullptr);
+  EXPECT_TRUE(next->classifier.classify(*IpAddr::parse("198.51.100.1")).blocked);
+  // The base, which readers may still hold, is unchanged.
+  EXPECT_EQ(base->http.match("x.b.test", 80), nullptr);
+  EXPECT_EQ(base->rules.allow_http.size(), 1u);
+}
+
 TEST(SnapshotStoreTest, GenerationIncrements) {
   SnapshotStore store(std::get<std::shared_ptr<const Snapshot>>(compile(RuleSet{}, 5)));
   EXPECT_EQ(store.generation(), 5u);

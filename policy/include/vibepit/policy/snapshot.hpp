@@ -50,6 +50,16 @@ std::variant<std::shared_ptr<const Snapshot>, std::vector<RuleError>> compile(
 std::variant<std::shared_ptr<Snapshot>, std::vector<RuleError>> compile_mutable(
     const RuleSet& rules, std::uint64_t generation = 0);
 
+// Rules already parsed (and so already valid), to be added to a snapshot in force.
+struct ParsedRules {
+  std::vector<HttpRule> allow_http;
+  std::vector<DnsRule> allow_dns;
+};
+// A mutable copy of `base` with `added` appended, for publish(). Nothing is parsed again;
+// a rule equal to one present is skipped. The copy costs a walk of the matchers, not a
+// compilation.
+std::shared_ptr<Snapshot> with_added(const Snapshot& base, ParsedRules added);
+
 class SnapshotStore {
  public:
   // A null `initial` stands for an empty snapshot (default deny) at generation 0.

@@ -16,6 +16,7 @@
 
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/resolver.hpp"
+#include "vibepit/runtime/accept_loop.hpp"
 #include "vibepit/runtime/config.hpp"
 #include "vibepit/runtime/decision_log.hpp"
 #include "vibepit/runtime/loop.hpp"
@@ -40,7 +41,7 @@ struct Worker {
   std::atomic<std::size_t>& active;  // connections open across all workers
   Resolver resolver;
   std::vector<asio::ip::tcp::acceptor> acceptors;
-  int spare_fd = -1;               // released to accept-and-refuse when the process is out of fds
+  runtime::SpareDescriptor spare;  // released to accept-and-refuse when out of descriptors
   asio::steady_timer sweeper{io};  // enforces every session's deadline, 10 times a second
 };
 

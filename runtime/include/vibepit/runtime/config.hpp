@@ -33,7 +33,8 @@ enum class SpliceMode { off, automatic };
 struct DnsConfig {
   std::vector<Endpoint> listen;
   bool deny_nxdomain = false;  // dns-deny-rcode: REFUSED (default) or NXDOMAIN
-  // dns-qtypes: what an allowlisted name may ask for.
+  // dns-qtypes: what an allowlisted name may ask for. The default, the one list of it:
+  // A, AAAA, CNAME, HTTPS, SVCB, MX, TXT, SRV, NS, SOA, PTR.
   std::vector<std::uint16_t> qtypes = {1, 28, 5, 65, 64, 15, 16, 33, 2, 6, 12};
   std::size_t cache_entries = 10'000;
   std::uint32_t cache_min_ttl = 0;
