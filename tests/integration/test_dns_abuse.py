@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""The DNS server under abuse: the per-client rate limit, malformed packets over UDP and
+TCP, idle and pipelined TCP clients. Other clients keep being served."""
+
+import random
+import socket
+import struct
+import time
+
+from harness import base, fake_dns
+from harness.dns_case import ALLOW_DNS, RCODE_NAMES, DnsCase, header, question, reply_head
+from harness.fake_dns import A, FORMERR, NOTIMP, REFUSED, build_query, encode_name
+
+
+class DnsAbuseTest(DnsCase):
+    proxy_config = {"dns_listen": ["127.0.0.1:0"], "allow_dns": ALLOW_DNS, "dns_tcp_idle_ms": 1000}
+
+    # ---------------------------------------------------------- rate limit
+
+    def test_client_rate_limit(self):
+        qps, burst, n = 20, 20, 200
+        p = self.dns_proxy(allow_dns=["allowed.test"], dns_client_qps=qps, dns_client_burst=burst)
+        self.assertServing(proxy=p)      # fills the cache: the burst is not held up upstream
+        time.sleep(burst / qps + 0.2)    # the bucket is full again
+        s = self.topo.socket(self.topo.px, socket.AF_INET, socket.SOCK_DGRAM)
+        self.addCleanup(s.close)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        dest = (p.dns_host, p.dns_port)
+        t0 = time.monotonic()
+        sent = 0
+        while sent < n and time.monotonic() - t0 < 3.0:
+            try:
+                s.sendto(build_query("allowed.test", A, qid=sent + 1), dest)
+                sent += 1
+            except OSError:
+                time.sleep(0.001)
+        rcodes, last = {}, t0
+        deadline = time.monotonic() + 3.0
+        s.settimeout(0.2)
+        while len(rcodes) < sent and time.monotonic() < deadline:
+            try:
+                msg = s.recv(4096)
+            except socket.timeout:
+                if time.monotonic() - last > 1.0:
+                    break
+                continue
+            last = time.monotonic()
+            qid, qr, _, _, rcode = reply_head(msg)
+            self.assertTrue(qr)
+            rcodes[qid] = rcode
+        elapsed = last - t0
+        counts = {RCODE_NAMES.get(c, c): list(rcodes.values()).count(c) for c in set(rcodes.values())}
+        ok = counts.get("NOERROR", 0)
+        refused = counts.get("REFUSED", 0)
+        limit = burst + qps * elapsed + 5
+        self.assertLessEqual(ok, limit, "%s answers in %.2fs: %s" % (sent, elapsed, counts))
+        self.assertGreaterEqual(ok, burst // 2, counts)
+        self.assertEqual(ok + refused, len(rcodes), "only NOERROR or REFUSED expected: %s" % counts)
+        self.assertGreaterEqual(refused, 50, counts)
+        limited = p.wait_dns_records(lambda r: r.get("reason") == "rate_limited")
+        self.assertTrue(limited, "no rate_limited record%s" % p.diag())
+        self.check_record(limited[0], "REFUSED", "udp", "rate_limited")
+        time.sleep(1.5)
+        self.assertServing(proxy=p)
+
+    # ---------------------------------------------------------- malformed input
+
+    def test_malformed_udp(self):
+        rng = random.Random(20240611)
+        good = question("allowed.test")
+        cases = [  # (label, payload, acceptable rcodes; None = no reply)
+            ("empty datagram", b"", {None, FORMERR}),
+            ("5 bytes", b"\x12\x34\x01\x00\x00", {None, FORMERR}),
+            ("header only, QDCOUNT 1", header(0x1001), {FORMERR}),
+            ("QDCOUNT 2", header(0x1002, qd=2) + good + question("other.test"), {FORMERR}),
+            ("QR set", header(0x1003, flags=0x8100) + good, {None}),
+            ("opcode STATUS", header(0x1004, flags=(2 << 11) | 0x0100) + good, {NOTIMP}),
+            ("pointer loop", header(0x1005) + b"\xc0\x0c" + struct.pack("!HH", A, 1), {None, FORMERR}),
+            ("pointer past the end", header(0x1006) + b"\xc0\xff" + struct.pack("!HH", A, 1), {FORMERR}),
+            ("label length 64", header(0x1007) + b"\x40" + b"a" * 64 + b"\x04test\x00"
+             + struct.pack("!HH", A, 1), {FORMERR}),
+            ("truncated OPT", header(0x1008, ar=1) + good + b"\x00\x00\x29\x04", {FORMERR}),
+            ("question cut short", header(0x1009) + encode_name("allowed.test") + b"\x00", {FORMERR}),
+            ("1500 random bytes", rng.randbytes(1500), {None, FORMERR, NOTIMP, REFUSED}),
+            ("random after a header", header(0x100a) + rng.randbytes(300), {None, FORMERR, REFUSED}),
+        ]
+        formerr = 0
+        for label, payload, accept in cases:
+            with self.subTest(case=label):
+                expect_reply = None not in accept
+                msg = self.udp_exchange(payload, timeout=2.0 if expect_reply else 0.5)
+                if msg is None:
+                    self.assertIn(None, accept, "no reply to %s%s" % (label, self.diag()))
+                else:
+                    self.assertGreaterEqual(len(msg), 12, msg)
+                    qid, qr, _, _, rcode = reply_head(msg)
+                    self.assertTrue(qr, msg)
+                    self.assertIn(rcode, accept, "%s: got %s" % (label, RCODE_NAMES.get(rcode, rcode)))
+                    if len(payload) >= 2:
+                        self.assertEqual(qid, struct.unpack("!H", payload[:2])[0])
+                    formerr += rcode == FORMERR
+                self.assertTrue(self.proxy.alive(), "proxy died on %s%s" % (label, self.diag()))
+                self.assertServing()
+        recs = self.proxy.wait_dns_records(lambda r: r.get("reason") == "invalid_target", count=formerr)
+        self.assertGreaterEqual(len(recs), formerr, self.diag())
+        for rec in recs:
+            self.assertEqual(rec["verdict"], "deny", rec)
+
+    def test_malformed_tcp(self):
+        # a zero length prefix: no message to answer; the connection is closed
+        s = self.tcp_connect()
+        s.sendall(b"\x00\x00")
+        took, data = self.wait_eof(s, 3.0)
+        self.assertIsNotNone(took, "connection left open after a zero-length message%s" % self.diag())
+        self.assertServing(tcp=True)
+        # a length prefix promising more than is sent, then close
+        s = self.tcp_connect()
+        s.sendall(b"\x01\x00" + header(0x2001) + b"\x07allowed")
+        s.close()
+        time.sleep(0.1)
+        self.assertServing(tcp=True)
+        # a complete but malformed message gets FORMERR over TCP
+        msg = self.tcp_exchange(header(0x2002, qd=2) + question("allowed.test") + question("other.test"))
+        self.assertIsNotNone(msg, "no answer%s" % self.diag())
+        qid, qr, _, _, rcode = reply_head(msg)
+        self.assertEqual((qid, qr, rcode), (0x2002, True, FORMERR))
+        # a response sent to the server over TCP gets no reply
+        s = self.tcp_connect()
+        q = header(0x2003, flags=0x8100) + question("allowed.test")
+        s.sendall(struct.pack("!H", len(q)) + q)
+        s.settimeout(0.5)
+        try:
+            got = s.recv(4096)
+        except socket.timeout:
+            got = None
+        self.assertIn(got, (None, b""), "a response was answered: %r" % got)
+        self.assertServing(tcp=True)
+        self.assertServing()
+
+    def test_tcp_idle_connection_closed(self):
+        s = self.tcp_connect()
+        t0 = time.monotonic()
+        took, data = self.wait_eof(s, 3.0)
+        self.assertIsNotNone(took, "silent TCP client kept open past 3 s (dns-tcp-idle-ms 1000)%s" % self.diag())
+        self.assertEqual(data, b"")
+        self.assertGreater(time.monotonic() - t0, 0.5, "closed long before the idle timeout")
+        # a partial length prefix is no activity either
+        s = self.tcp_connect()
+        s.sendall(b"\x00")
+        took, _ = self.wait_eof(s, 3.0)
+        self.assertIsNotNone(took, "half a length prefix kept the connection open%s" % self.diag())
+        self.assertServing(tcp=True)
+
+    def test_tcp_pipelined_queries(self):
+        s = self.tcp_connect()
+        qs = [build_query("allowed.test", A, qid=0x3001), build_query("www.wild.test", A, qid=0x3002),
+              build_query("other.test", A, qid=0x3003)]
+        s.sendall(b"".join(struct.pack("!H", len(q)) + q for q in qs))
+        got = {}
+        for _ in qs:
+            msg = self.tcp_read_message(s)
+            self.assertIsNotNone(msg, "connection closed after %d answers%s" % (len(got), self.diag()))
+            r = fake_dns.parse_response(msg)
+            got[r["id"]] = r
+        self.assertEqual(sorted(got), [0x3001, 0x3002, 0x3003])
+        self.assertEqual([t for _, t, _ in got[0x3001]["answers"]], ["198.51.100.10"])
+        self.assertEqual([t for _, t, _ in got[0x3002]["answers"]], ["198.51.100.12"])
+        self.assertEqual(got[0x3003]["rcode"], REFUSED)
+
+
+if __name__ == "__main__":
+    base.main()
