@@ -40,6 +40,28 @@ std::shared_ptr<const Snapshot> alias(const std::shared_ptr<const Holder>& holde
   return std::shared_ptr<const Snapshot>(holder, holder->snap.get());
 }
 
+// Adds a parsed rule to its matcher and, unless an equal one was there, its canonical text
+// to the list shown to users.
+template <class Matcher, class Rule>
+void add_rule(Matcher& matcher, std::vector<std::string>& texts, Rule rule) {
+  std::string text = rule.text;
+  if (matcher.add(std::move(rule))) texts.push_back(std::move(text));
+}
+
+// Parses every entry of one list into its matcher, collecting every error.
+template <class Rule, class Parse, class Matcher>
+void compile_list(const std::vector<std::string>& entries, Parse parse, Matcher& matcher,
+                  std::vector<std::string>& texts, std::vector<RuleError>& errors) {
+  for (const auto& entry : entries) {
+    auto parsed = parse(entry);
+    if (auto* err = std::get_if<RuleError>(&parsed)) {
+      errors.push_back(std::move(*err));
+    } else {
+      add_rule(matcher, texts, std::move(std::get<Rule>(parsed)));
+    }
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(Mode m) {
@@ -58,26 +80,9 @@ std::variant<std::shared_ptr<Snapshot>, std::vector<RuleError>> compile_mutable(
   snap->generation = generation;
   snap->rules.mode = rules.mode;
   std::vector<RuleError> errors;
-  for (const auto& entry : rules.allow_http) {
-    auto parsed = parse_http_rule(entry);
-    if (auto* err = std::get_if<RuleError>(&parsed)) {
-      errors.push_back(std::move(*err));
-      continue;
-    }
-    auto& rule = std::get<HttpRule>(parsed);
-    std::string text = rule.text;
-    if (snap->http.add(std::move(rule))) snap->rules.allow_http.push_back(std::move(text));
-  }
-  for (const auto& entry : rules.allow_dns) {
-    auto parsed = parse_dns_rule(entry);
-    if (auto* err = std::get_if<RuleError>(&parsed)) {
-      errors.push_back(std::move(*err));
-      continue;
-    }
-    auto& rule = std::get<DnsRule>(parsed);
-    std::string text = rule.text;
-    if (snap->dns.add(std::move(rule))) snap->rules.allow_dns.push_back(std::move(text));
-  }
+  compile_list<HttpRule>(rules.allow_http, parse_http_rule, snap->http, snap->rules.allow_http,
+                         errors);
+  compile_list<DnsRule>(rules.allow_dns, parse_dns_rule, snap->dns, snap->rules.allow_dns, errors);
   std::vector<Cidr> blocked;
   std::unordered_set<std::string> seen;
   for (const auto& entry : rules.block_cidr) {
@@ -107,14 +112,8 @@ std::variant<std::shared_ptr<const Snapshot>, std::vector<RuleError>> compile(
 
 std::shared_ptr<Snapshot> with_added(const Snapshot& base, ParsedRules added) {
   auto snap = std::make_shared<Snapshot>(base);
-  for (auto& rule : added.allow_http) {
-    std::string text = rule.text;
-    if (snap->http.add(std::move(rule))) snap->rules.allow_http.push_back(std::move(text));
-  }
-  for (auto& rule : added.allow_dns) {
-    std::string text = rule.text;
-    if (snap->dns.add(std::move(rule))) snap->rules.allow_dns.push_back(std::move(text));
-  }
+  for (auto& rule : added.allow_http) add_rule(snap->http, snap->rules.allow_http, std::move(rule));
+  for (auto& rule : added.allow_dns) add_rule(snap->dns, snap->rules.allow_dns, std::move(rule));
   return snap;
 }
 
