@@ -29,6 +29,7 @@ constexpr V4Special kV4[] = {
     {0x00000000, 0xFF000000, "0.0.0.0/8", "unspecified", false},
     {0x64400000, 0xFFC00000, "100.64.0.0/10", "shared-address", false},
     {0xC0000000, 0xFFFFFF00, "192.0.0.0/24", "ietf-protocol", false},
+    {0xC6120000, 0xFFFE0000, "198.18.0.0/15", "benchmarking", false},
     {0xE0000000, 0xF0000000, "224.0.0.0/4", "multicast", false},
     {0xF0000000, 0xF0000000, "240.0.0.0/4", "reserved", false},  // incl. 255.255.255.255
 };
@@ -46,6 +47,9 @@ constexpr V6Special kV6[] = {
     {{0xfc}, 7, "fc00::/7", "unique-local", true},
     {{0xfe, 0x80}, 10, "fe80::/10", "link-local", true},
     {{}, 128, "::/128", "unspecified", false},
+    {{0xfe, 0xc0}, 10, "fec0::/10", "site-local", false},  // deprecated (RFC 3879)
+    {{0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff}, 96, "::ffff:0:0:0/96", "siit", false},
+    {{0x01}, 64, "100::/64", "discard", false},
     {{0xff}, 8, "ff00::/8", "multicast", false},
 };
 
@@ -85,6 +89,13 @@ int embedded_v4(const std::array<std::uint8_t, 16>& b, std::uint32_t out[2]) {
     return 1;
   }
   if (std::memcmp(b.data(), kNat64, 12) == 0) {  // 64:ff9b::/96 NAT64
+    out[0] = load_v4(&b[12]);
+    return 1;
+  }
+  // 64:ff9b:1::/48 local-use NAT64 (RFC 8215) in its /96 layout; the other RFC 6052 layouts
+  // are refused whole before this (kLocalNat64).
+  static constexpr std::uint8_t kLocalNat64[12] = {0x00, 0x64, 0xff, 0x9b, 0x00, 0x01};
+  if (std::memcmp(b.data(), kLocalNat64, 12) == 0) {
     out[0] = load_v4(&b[12]);
     return 1;
   }
@@ -178,6 +189,16 @@ Classification Classifier::classify_impl(const IpAddr& addr, bool always_only) c
       out.kind = r.kind;
       return out;
     }
+  }
+  // Local-use NAT64 with a layout other than /96 (RFC 6052 /48, /56, /64): where the IPv4
+  // address sits depends on the operator's prefix length, so no one reading is safe.
+  static constexpr std::uint8_t kLocalNat64Prefix[6] = {0x00, 0x64, 0xff, 0x9b, 0x00, 0x01};
+  if (!always_only && std::memcmp(addr.bytes.data(), kLocalNat64Prefix, 6) == 0 &&
+      !all_zero(addr.bytes.data() + 6, 6)) {
+    out.blocked = true;
+    out.range = "64:ff9b:1::/48";
+    out.kind = "nat64-local";
+    return out;
   }
   bool is_unspecified_or_loopback = all_zero(addr.bytes.data(), 15) && addr.bytes[15] <= 1;
   std::uint32_t v4[2];

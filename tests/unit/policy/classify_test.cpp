@@ -65,6 +65,12 @@ TEST(ClassifyTest, Ipv4) {
       {"192.0.0.255", "192.0.0.0/24", "ietf-protocol", ""},        // last of 192.0.0/24
       {"192.0.1.0", "", "", ""},                                   // above 192.0.0/24
       {"192.0.2.1", "", "", ""},                                   // TEST-NET-1, public
+      {"198.17.255.255", "", "", ""},                              // below 198.18/15
+      {"198.18.0.0", "198.18.0.0/15", "benchmarking", ""},         // first of 198.18/15
+      {"198.19.255.255", "198.18.0.0/15", "benchmarking", ""},     // last of 198.18/15
+      {"198.20.0.0", "", "", ""},                                  // above 198.18/15
+      {"198.51.100.7", "", "", ""},                                // TEST-NET-2, public
+      {"203.0.113.7", "", "", ""},                                 // TEST-NET-3, public
       {"223.255.255.255", "", "", ""},                             // below multicast
       {"224.0.0.0", "224.0.0.0/4", "multicast", ""},               // first multicast
       {"239.255.255.255", "224.0.0.0/4", "multicast", ""},         // last multicast
@@ -91,8 +97,14 @@ TEST(ClassifyTest, Ipv6) {
       {"fe80::", "fe80::/10", "link-local", ""},                // first link-local
       {"fe80::1", "fe80::/10", "link-local", ""},               // typical link-local
       {"febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "fe80::/10", "link-local", ""},  // last
-      {"fec0::", "", "", ""},                                   // just above fe80::/10
-      {"feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "", "", ""},  // just below multicast
+      {"fec0::", "fec0::/10", "site-local", ""},  // deprecated site-local
+      {"feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "fec0::/10", "site-local", ""},  // its last
+      {"100::", "100::/64", "discard", ""},                     // discard-only, first
+      {"100::ffff:ffff:ffff:ffff", "100::/64", "discard", ""},  // discard-only, last
+      {"100:0:0:1::", "", "", ""},                              // just above 100::/64
+      {"::ffff:0:a00:1", "::ffff:0:0:0/96", "siit", ""},        // SIIT (IPv4-translated)
+      {"::ffff:0:cb00:7107", "::ffff:0:0:0/96", "siit", ""},    // even a public IPv4 inside
+      {"::fffe:ffff:0:0", "", "", ""},                          // outside both ::ffff forms
       {"ff00::", "ff00::/8", "multicast", ""},                  // first multicast
       {"ff02::1", "ff00::/8", "multicast", ""},                 // all nodes
       {"ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "ff00::/8", "multicast", ""},  // last
@@ -119,7 +131,13 @@ TEST(ClassifyTest, EmbeddedIpv4) {
       {"64:ff9b::127.0.0.1", "127.0.0.0/8", "loopback", "127.0.0.1"},             // NAT64 loopback
       {"64:ff9b::a9fe:a9fe", "169.254.0.0/16", "link-local", "169.254.169.254"},  // metadata
       {"64:ff9b::203.0.113.7", "", "", "203.0.113.7"},                            // NAT64 public
-      {"64:ff9b:1::a00:1", "", "", ""},                                           // not the /96
+      // local-use NAT64 64:ff9b:1::/48 in the /96 layout: judged by the IPv4 address
+      {"64:ff9b:1::a00:1", "10.0.0.0/8", "private", "10.0.0.1"},
+      {"64:ff9b:1::cb00:7107", "", "", "203.0.113.7"},
+      // other layouts (/48, /56, /64) place the IPv4 address by prefix length: refused whole
+      {"64:ff9b:1:cb00:71:700::", "64:ff9b:1::/48", "nat64-local", ""},
+      {"64:ff9b:1:0:a:0:100::", "64:ff9b:1::/48", "nat64-local", ""},
+      {"64:ff9b:2::a00:1", "", "", ""},  // outside both NAT64 prefixes
       // 6to4 2002::/16, the IPv4 address in bytes 2..5
       {"2002:7f00:1::", "127.0.0.0/8", "loopback", "127.0.0.1"},         // 6to4 loopback
       {"2002:c0a8:101::1", "192.168.0.0/16", "private", "192.168.1.1"},  // 6to4 private
@@ -195,8 +213,9 @@ TEST(ClassifyTest, RangeLists) {
                                               "127.0.0.0/8", "169.254.0.0/16", "::1/128",
                                               "fc00::/7", "fe80::/10"}));
   EXPECT_EQ(defaults,
-            (std::vector<std::string>{"0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "224.0.0.0/4",
-                                      "240.0.0.0/4", "::/128", "ff00::/8"}));
+            (std::vector<std::string>{"0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "198.18.0.0/15",
+                                      "224.0.0.0/4", "240.0.0.0/4", "::/128", "fec0::/10",
+                                      "::ffff:0:0:0/96", "100::/64", "ff00::/8"}));
 }
 
 }  // namespace
