@@ -88,15 +88,7 @@ std::optional<std::uint16_t> scheme_default_port(std::string_view scheme) {
 }  // namespace
 
 std::string Authority::display() const {
-  std::string out;
-  const bool brackets = ip && ip->v6;
-  out.reserve(host.size() + 8);
-  if (brackets) out += '[';
-  out += host;
-  if (brackets) out += ']';
-  out += ':';
-  out += std::to_string(port);
-  return out;
+  return policy::join_host_port(host, port);  // only IPv6 text holds ':'
 }
 
 std::variant<Authority, TargetError> parse_authority(std::string_view text,

@@ -215,13 +215,18 @@ std::string Cidr::to_string() const {
   return out;
 }
 
-std::string join_host_port(std::string_view host, std::uint16_t port) {
-  const bool brackets = host.find(':') != std::string_view::npos;
+std::string bracket_host(std::string_view host) {
+  if (host.find(':') == std::string_view::npos) return std::string(host);
   std::string out;
-  out.reserve(host.size() + 8);
-  if (brackets) out.push_back('[');
+  out.reserve(host.size() + 2);
+  out.push_back('[');
   out.append(host);
-  if (brackets) out.push_back(']');
+  out.push_back(']');
+  return out;
+}
+
+std::string join_host_port(std::string_view host, std::uint16_t port) {
+  std::string out = bracket_host(host);
   out.push_back(':');
   out += std::to_string(port);
   return out;

@@ -222,7 +222,7 @@ std::variant<HttpRule, RuleError> parse_http_rule(std::string_view entry) {
   if (auto e = parse_port_glob(port, rule.port_glob); !e.empty()) return fail(std::move(e));
   if (rule.kind == HttpRule::Kind::ip) {
     if (auto e = always_blocked_error(rule.ip); !e.empty()) return fail(std::move(e));
-    rule.text = rule.ip.v6 ? "[" + rule.ip.to_string() + "]" : rule.ip.to_string();
+    rule.text = bracket_host(rule.ip.to_string());
   } else {
     rule.text = rule.domain.to_string();
   }

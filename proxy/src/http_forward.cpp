@@ -139,9 +139,7 @@ asio::awaitable<bool> Session::handle_http(const http::RequestHead& head,
   bool expect_continue = false;
   if (auto e = head.find("expect")) expect_continue = http::iequals(*e, "100-continue");
 
-  std::string host_value = auth.port == 80
-                               ? (auth.ip && auth.ip->v6 ? "[" + auth.host + "]" : auth.host)
-                               : auth.display();
+  std::string host_value = auth.port == 80 ? policy::bracket_host(auth.host) : auth.display();
   std::string upstream_head = http::rewrite_request_head(head, target.path, host_value);
   if (expect_continue) {
     // We answer the 100 ourselves once the request is allowed, so drop the expectation.

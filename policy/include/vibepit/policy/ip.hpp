@@ -11,6 +11,8 @@ namespace vibepit::policy {
 // An IPv4 or IPv6 address. IPv4 uses bytes[0..3]; the rest are zero.
 // "host:port", with an IPv6 literal (any host holding a ':') in brackets: "[::1]:53".
 std::string join_host_port(std::string_view host, std::uint16_t port);
+// `host` in brackets when it is IPv6 text ("[2001:db8::1]"), else as it is.
+std::string bracket_host(std::string_view host);
 
 struct IpAddr {
   bool v6 = false;
