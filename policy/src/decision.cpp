@@ -7,16 +7,6 @@
 namespace vibepit::policy {
 namespace {
 
-// Returns the host in normalised form, normalising into `storage` only when needed,
-// so the common (already normalised) case allocates nothing.
-std::string_view normalised(std::string_view host, std::string& storage) {
-  bool needs = !host.empty() && host.back() == '.';
-  for (char c : host) needs = needs || is_ascii_upper(c);
-  if (!needs) return host;
-  storage = normalize_name(host);
-  return storage;
-}
-
 Decision deny(Reason reason) {
   Decision d;
   d.verdict = Verdict::deny;
@@ -90,16 +80,16 @@ Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& 
     return apply_mode(from_match(snap.http.match(ip->to_string(), port)), snap.rules.mode);
   }
   std::string storage;
-  std::string_view name = normalised(host, storage);
-  if (!valid_name(name)) return deny(Reason::invalid_target);
-  return apply_mode(from_match(snap.http.match(name, port)), snap.rules.mode);
+  const auto name = matchable_name(host, storage);
+  if (!name) return deny(Reason::invalid_target);
+  return apply_mode(from_match(snap.http.match(*name, port)), snap.rules.mode);
 }
 
 Decision decide_dns(std::string_view qname, const Snapshot& snap) {
   std::string storage;
-  std::string_view name = normalised(qname, storage);
-  if (!valid_name(name)) return deny(Reason::invalid_target);
-  return apply_mode(from_match(snap.dns.match(name)), snap.rules.mode);
+  const auto name = matchable_name(qname, storage);
+  if (!name) return deny(Reason::invalid_target);
+  return apply_mode(from_match(snap.dns.match(*name)), snap.rules.mode);
 }
 
 }  // namespace vibepit::policy

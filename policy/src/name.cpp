@@ -19,33 +19,59 @@ bool is_numeric_label(std::string_view label) {
   return true;
 }
 
+// What each byte is in a name: one table lookup per byte on the decision path.
+constexpr std::uint8_t kOther = 0, kLower = 1, kUpper = 2, kDot = 3;
+constexpr std::array<std::uint8_t, 256> kByteClass = [] {
+  std::array<std::uint8_t, 256> t{};
+  for (int c = 'a'; c <= 'z'; ++c) t[static_cast<std::size_t>(c)] = kLower;
+  for (int c = '0'; c <= '9'; ++c) t[static_cast<std::size_t>(c)] = kLower;
+  t['-'] = kLower;
+  t['_'] = kLower;
+  for (int c = 'A'; c <= 'Z'; ++c) t[static_cast<std::size_t>(c)] = kUpper;
+  t['.'] = kDot;
+  return t;
+}();
+
+// '*' anywhere outranks every other problem, so that a misplaced wildcard is named as such.
+NameProblem fail(std::string_view name, NameProblem p) {
+  return name.find('*') != std::string_view::npos ? NameProblem::star : p;
+}
+
 }  // namespace
 
-NameProblem check_name(std::string_view name, char* bad) {
-  if (name.find('*') != std::string_view::npos) return NameProblem::star;
+NameProblem check_name(std::string_view name, char* bad, bool* has_upper) {
+  // One pass. Per label, in this order: empty, longer than 63, a byte outside
+  // [A-Za-z0-9_-], a leading or trailing '-'.
+  bool upper = false;
   std::size_t start = 0;
-  std::string_view last;
-  while (true) {
-    std::size_t dot = name.find('.', start);
-    std::string_view label =
-        name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
-    if (label.empty()) return NameProblem::empty_label;
-    if (label.size() > kMaxLabelLength) return NameProblem::label_too_long;
-    for (char c : label) {
-      bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '-' || c == '_';
-      if (!ok) {
-        if (bad != nullptr) *bad = c;
-        return NameProblem::bad_char;
-      }
+  std::size_t bad_at = std::string_view::npos;  // first bad byte of the current label
+  for (std::size_t i = 0;; ++i) {
+    const std::uint8_t cls =
+        i < name.size() ? kByteClass[static_cast<unsigned char>(name[i])] : kDot;
+    if (cls == kLower) continue;
+    if (cls == kUpper) {
+      upper = true;
+      continue;
     }
-    if (label.front() == '-' || label.back() == '-') return NameProblem::hyphen;
-    last = label;
-    if (dot == std::string_view::npos) break;
-    start = dot + 1;
+    if (cls == kOther) {
+      if (bad_at == std::string_view::npos) bad_at = i;
+      continue;
+    }
+    // The end of a label.
+    const std::size_t len = i - start;
+    if (len == 0) return fail(name, NameProblem::empty_label);
+    if (len > kMaxLabelLength) return fail(name, NameProblem::label_too_long);
+    if (bad_at != std::string_view::npos) {
+      if (bad != nullptr) *bad = name[bad_at];
+      return fail(name, NameProblem::bad_char);
+    }
+    if (name[start] == '-' || name[i - 1] == '-') return fail(name, NameProblem::hyphen);
+    if (i >= name.size()) break;
+    start = i + 1;
   }
+  if (has_upper != nullptr) *has_upper = upper;
   // A resolver would read "127.1" or "0x7f.0.0.1" as an address: such names are refused.
-  if (is_numeric_label(last)) {
+  if (is_numeric_label(name.substr(start))) {
     std::array<std::uint8_t, 4> quad{};
     return detail::parse_dotted_quad(name, quad) ? NameProblem::dotted_quad : NameProblem::numeric;
   }
@@ -75,6 +101,16 @@ std::string describe(NameProblem problem) {
 
 bool valid_name(std::string_view name) {
   return !name.empty() && name.size() <= kMaxNameLength && check_name(name) == NameProblem::ok;
+}
+
+std::optional<std::string_view> matchable_name(std::string_view host, std::string& storage) {
+  if (!host.empty() && host.back() == '.') host.remove_suffix(1);
+  if (host.empty() || host.size() > kMaxNameLength) return std::nullopt;
+  bool upper = false;
+  if (check_name(host, nullptr, &upper) != NameProblem::ok) return std::nullopt;
+  if (!upper) return host;
+  storage = normalize_name(host);
+  return std::string_view(storage);
 }
 
 std::string normalize_name(std::string_view name) {

@@ -3,6 +3,7 @@
 // sends, the rule grammar, and the decisions. What one accepts, the others accept, so a
 // name that passes parsing but can never match a rule does not exist.
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,8 +24,9 @@ enum class NameProblem {
 };
 
 // Checks the labels of a name given without a trailing dot. Letters of either case pass.
-// Does not check the total length. On bad_char, `*bad` (when given) is the offending byte.
-NameProblem check_name(std::string_view name, char* bad = nullptr);
+// Does not check the total length. On bad_char, `*bad` (when given) is the offending byte;
+// on ok, `*has_upper` (when given) says whether any letter is upper case.
+NameProblem check_name(std::string_view name, char* bad = nullptr, bool* has_upper = nullptr);
 
 // What is wrong, for a message: "a label may not start or end with '-'". (dotted_quad reads
 // as "not a valid IP address or host name": it is the fault of a wildcard or a DNS name.)
@@ -35,6 +37,11 @@ bool valid_name(std::string_view name);
 
 // ASCII lower case, one trailing dot removed.
 std::string normalize_name(std::string_view name);
+
+// The form a decision matches: `host` with one trailing dot removed and in lower case
+// (copied into `storage` only when it has upper case), or nullopt when it is no valid host
+// name. One pass over the name in the common case.
+std::optional<std::string_view> matchable_name(std::string_view host, std::string& storage);
 
 inline bool is_ascii_upper(char c) {
   return c >= 'A' && c <= 'Z';
