@@ -46,20 +46,6 @@ bool take_client(Worker& w, tcp::socket sock, const tcp::endpoint& peer) {
   return true;
 }
 
-constexpr auto kSweepInterval = std::chrono::milliseconds(100);
-
-// One timer per thread enforces every deadline: timeouts are seconds long, so 100 ms of
-// slack costs nothing, and connections need no timer of their own.
-void sweep(Worker& w) {
-  w.sweeper.expires_after(kSweepInterval);
-  w.sweeper.async_wait([&w](const asio::error_code& ec) {
-    if (ec) return;
-    auto now = std::chrono::steady_clock::now();
-    for (auto* s : w.sessions) s->check_deadline(now);  // closing never erases synchronously
-    sweep(w);
-  });
-}
-
 }  // namespace
 
 Worker::Worker(const runtime::Config& c, policy::SnapshotStore& s,
@@ -131,7 +117,6 @@ void ProxyServer::start() {
                                           }),
                      asio::detached);
     }
-    sweep(*w);
     threads_.emplace_back([&io = w->io] {
       auto guard = asio::make_work_guard(io);
       io.run();

@@ -25,7 +25,7 @@ constexpr std::size_t kReadChunk = 4096;
 }  // namespace
 
 Session::Session(Worker& w, tcp::socket client, const tcp::endpoint& peer)
-    : w_(w), client_(std::move(client)), upstream_(w.io) {
+    : w_(w), client_(std::move(client)), upstream_(w.io), timer_(w.io) {
   w_.sessions.insert(this);
   auto addr = peer.address();
   client_text_ = policy::join_host_port(addr.to_string(), peer.port());
@@ -52,24 +52,41 @@ void Session::close_all() {
   asio::error_code ignored;
   client_.close(ignored);
   upstream_.close(ignored);
+  timer_.cancel();
+  timer_armed_ = false;
 }
 
+// One timer per connection, armed lazily: a later deadline (activity on a tunnel pushes
+// the idle deadline) is a store, and the timer, when it fires early, waits again for the
+// rest. Only an earlier deadline re-arms it at once.
 void Session::set_deadline(Phase phase, std::chrono::milliseconds d) {
   phase_ = phase;
   timed_out_ = false;
   deadline_ = clock::now() + d;
+  if (!timer_armed_ || deadline_ < timer_.expiry()) arm_timer();
 }
 
 void Session::touch() {
   deadline_ = clock::now() + w_.cfg.idle_timeout;
 }
 
-// Called by the worker's sweep (every 100 ms): no timer per connection, so a deadline
-// costs a store, and thousands of idle tunnels cost no timer-queue work.
-void Session::check_deadline(clock::time_point now) {
-  if (closed_ || now < deadline_) return;
+void Session::arm_timer() {
+  timer_armed_ = true;
+  timer_.expires_at(deadline_);  // cancels a wait for a later expiry
+  timer_.async_wait([weak = weak_from_this()](const asio::error_code& ec) {
+    if (ec) return;  // re-armed or closed: a newer wait, or none, is in charge
+    if (auto self = weak.lock()) self->on_timer();
+  });
+}
+
+void Session::on_timer() {
+  timer_armed_ = false;
+  if (closed_) return;
+  if (clock::now() < deadline_) {
+    arm_timer();  // the deadline moved later meanwhile
+    return;
+  }
   timed_out_ = true;
-  deadline_ = clock::time_point::max();
   asio::error_code ignored;
   switch (phase_) {
     case Phase::read_head:
@@ -321,7 +338,7 @@ asio::awaitable<void> Session::refuse(int status, ProxyError error, std::string 
   auto text = make_error_response(status, error, message, close);
   co_await send(text);
   if (close) {
-    // Let the response reach the client before the FIN; the deadline sweep bounds this.
+    // Let the response reach the client before the FIN; the deadline timer bounds this.
     asio::error_code ignored;
     client_.shutdown(tcp::socket::shutdown_send, ignored);
   }

@@ -12,7 +12,6 @@
 
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
-#include <asio/steady_timer.hpp>
 
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/resolver.hpp"
@@ -42,7 +41,6 @@ struct Worker {
   Resolver resolver;
   std::vector<asio::ip::tcp::acceptor> acceptors;
   runtime::SpareDescriptor spare;  // released to accept-and-refuse when out of descriptors
-  asio::steady_timer sweeper{io};  // enforces every session's deadline, 10 times a second
 };
 
 class ProxyServer {

@@ -12,6 +12,7 @@
 
 #include <asio/awaitable.hpp>
 #include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
 
 #include "vibepit/http/authority.hpp"
 #include "vibepit/http/body.hpp"
@@ -34,8 +35,6 @@ class Session : public std::enable_shared_from_this<Session>,
   void start();
   // Called when the server drains: close now if no request is in progress.
   void on_drain();
-  // Act on a passed deadline (the worker sweeps its sessions periodically).
-  void check_deadline(std::chrono::steady_clock::time_point now);
 
  private:
   using clock = std::chrono::steady_clock;
@@ -74,8 +73,11 @@ class Session : public std::enable_shared_from_this<Session>,
   void mark_decided(runtime::DecisionRecord& rec);  // elapsed_us: arrival to decision
   void emit(runtime::DecisionRecord rec);
   void emit_close(runtime::DecisionRecord rec, clock::time_point started);
+  // Deadlines: one per phase, enforced by this connection's timer.
   void set_deadline(Phase phase, std::chrono::milliseconds d);
   void touch();  // activity on a tunnel or body: push the idle deadline
+  void arm_timer();
+  void on_timer();  // the timer fired: wait on, or act on the passed deadline
   void close_all();
 
   Worker& w_;
@@ -83,6 +85,8 @@ class Session : public std::enable_shared_from_this<Session>,
   asio::ip::tcp::socket upstream_;
   std::string upstream_key_;  // "host:port" the open upstream connection was dialled for
   std::string upstream_addr_;
+  asio::steady_timer timer_;
+  bool timer_armed_ = false;
   clock::time_point deadline_ = clock::time_point::max();
   Phase phase_ = Phase::wait_request;
   bool timed_out_ = false;
