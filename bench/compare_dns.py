@@ -242,6 +242,8 @@ def render(results, path):
                     "%.2f×" % (v["miss"]["qps"] / q("unbound", "miss")), "≥ 2×"))
     for stream in STREAMS:
         others = [n for n in names[1:] if n in peers]
+        if not others:
+            continue  # --peers "": nothing to compare with
         for key in ("p50_us", "p99_us"):
             best = min(peers[n][stream][key] for n in others)
             t.append(target("%s: %s vs best peer" % (stream, key.replace("_us", "")),
