@@ -1,10 +1,12 @@
 // vibepit-proxy: the egress appliance. Parses flags, loads the config, wires objects.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -22,12 +24,27 @@
 
 namespace {
 
-// Tunnels hold two sockets (and two pipes while data moves): use the fds we are allowed.
-void raise_fd_limit() {
+// Tunnels hold two sockets (and two pipes while data moves): use the descriptors we are
+// allowed, and say so when even the hard limit is short of what the configuration can need.
+void raise_fd_limit(const vibepit::runtime::Config& cfg) {
   rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur < rl.rlim_max) {
     rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  const unsigned threads =
+      cfg.threads ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
+  const auto need = vibepit::runtime::descriptor_budget(cfg, threads);
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need.total()) {
+    spdlog::warn(
+        "the open-file limit is {}, but this configuration can need {} descriptors: "
+        "max-connections {} x {} = {}, dns-max-tcp {} x {} threads = {}, and {} for the rest. "
+        "Raise the limit (ulimit -n, docker run --ulimit nofile=N) or lower max-connections, "
+        "dns-max-tcp or threads; past the limit, new clients are refused with 503",
+        static_cast<unsigned long long>(rl.rlim_cur), need.total(), cfg.max_connections,
+        vibepit::runtime::kDescriptorsPerConnection, need.connections, cfg.dns.max_tcp, threads,
+        need.dns_tcp, need.fixed);
   }
 }
 
@@ -108,7 +125,7 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
-  raise_fd_limit();
+  raise_fd_limit(cfg);
 
   try {
     // Scripts parse this line too: "upstream dns ADDR:PORT... (from SOURCE)".

@@ -325,6 +325,17 @@ Config parse_config(std::string_view json_text) {
   return cfg;
 }
 
+DescriptorBudget descriptor_budget(const Config& cfg, unsigned threads) {
+  DescriptorBudget b;
+  b.connections = kDescriptorsPerConnection * cfg.max_connections;
+  if (!cfg.dns.listen.empty()) b.dns_tcp = std::uint64_t{threads} * cfg.dns.max_tcp;
+  // Per thread: epoll, its eventfd and timerfd, a spare, the c-ares sockets, a listener per
+  // address (proxy, DNS UDP and TCP). Once: the log, the control API, stdio.
+  const std::uint64_t listeners = cfg.proxy_listen.size() + 2 * cfg.dns.listen.size();
+  b.fixed = 64 + std::uint64_t{threads} * (16 + listeners);
+  return b;
+}
+
 Config load_config(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError("", "cannot read config file \"" + path + "\"");

@@ -285,6 +285,22 @@ class DescriptorExhaustionTest(base.TopologyCase):
             self.assertLess(time.monotonic(), deadline, "DNS over TCP not served again" + p.diag())
             time.sleep(0.2)
 
+    def test_descriptor_limit_raised_then_shortfall_named(self):
+        # The soft limit is raised to the hard one; when that is still short of what the
+        # configuration can need, the warning names the keys and the figures.
+        p = self.start_proxy(allow_http=RULES, threads=1, max_connections=1000,
+                             argv_prefix=["prlimit", "--nofile=200:900", "--"])
+        with open("/proc/%d/limits" % p.proc.pid) as f:
+            line = [l for l in f if l.startswith("Max open files")][0]
+        self.assertEqual(line.split()[3:5], ["900", "900"], line)
+        err = p.stderr()
+        self.assertIn("the open-file limit is 900, but this configuration can need", err)
+        self.assertIn("max-connections 1000 x 6 = 6000", err)
+        # Enough room: no warning.
+        q = self.start_proxy(allow_http=RULES, threads=1, max_connections=100,
+                             argv_prefix=["prlimit", "--nofile=200:900", "--"])
+        self.assertNotIn("open-file limit", q.stderr())
+
 
 class ShutdownTest(base.TopologyCase):
 

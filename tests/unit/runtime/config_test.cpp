@@ -176,3 +176,23 @@ TEST(Config, MissingFileIsAConfigError) {
 
 }  // namespace
 }  // namespace vibepit::runtime
+
+namespace vibepit::runtime {
+namespace {
+
+TEST(DescriptorBudget, CountsWhatEachKeyCanHoldOpen) {
+  Config cfg = parse_config(R"({"proxy-listen": ["127.0.0.1:0"], "max-connections": 1000})");
+  DescriptorBudget b = descriptor_budget(cfg, 2);
+  EXPECT_EQ(b.connections, 6000u);  // two sockets and two pipes each
+  EXPECT_EQ(b.dns_tcp, 0u);         // no dns-listen: no DNS clients
+  EXPECT_EQ(b.fixed, 64u + 2 * (16 + 1));
+  cfg = parse_config(R"({"proxy-listen": ["127.0.0.1:0"], "max-connections": 10,
+                         "dns-listen": ["127.0.0.1:0"], "dns-max-tcp": 500})");
+  b = descriptor_budget(cfg, 4);
+  EXPECT_EQ(b.connections, 60u);
+  EXPECT_EQ(b.dns_tcp, 2000u);  // per thread
+  EXPECT_EQ(b.total(), 60u + 2000u + 64u + 4 * (16 + 3));
+}
+
+}  // namespace
+}  // namespace vibepit::runtime

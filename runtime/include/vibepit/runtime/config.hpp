@@ -86,6 +86,17 @@ struct Config {
   ControlConfig control;
 };
 
+// The most descriptors a configuration can hold open at once, by where they go.
+struct DescriptorBudget {
+  std::uint64_t connections = 0;  // max-connections: two sockets and, splicing, two pipes each
+  std::uint64_t dns_tcp = 0;      // dns-max-tcp on each of the threads
+  std::uint64_t fixed = 0;        // listeners, event loops, resolvers, spares, the log
+  std::uint64_t total() const { return connections + dns_tcp + fixed; }
+};
+inline constexpr std::uint64_t kDescriptorsPerConnection = 6;
+// `threads` is the number of I/O threads that will run (threads: 0 resolved to the cores).
+DescriptorBudget descriptor_budget(const Config& cfg, unsigned threads);
+
 // DNS type names: "A" -> 1, "TYPE65" -> 65 (RFC 3597); nullopt for names we do not know.
 std::optional<std::uint16_t> dns_type_from_name(std::string_view name);
 std::string dns_type_name(std::uint16_t type);  // 1 -> "A", 65280 -> "TYPE65280"
