@@ -24,6 +24,8 @@ constexpr std::size_t kReadChunk = 4096;
 
 }  // namespace
 
+static_assert(NameResolver<Session> && Dialler<Session>);
+
 Session::Session(Worker& w, tcp::socket client, const tcp::endpoint& peer)
     : w_(w), client_(std::move(client)), upstream_(w.io), timer_(w.io) {
   w_.sessions.insert(this);

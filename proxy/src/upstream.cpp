@@ -1,56 +1,12 @@
 #include "vibepit/proxy/upstream.hpp"
 
-#include <utility>
-#include <vector>
-
-#include "vibepit/runtime/endpoint.hpp"
-
 namespace vibepit::proxy {
 
-asio::awaitable<Opened> open_upstream(const http::Authority& target, policy::Decision allowed,
-                                      const policy::Classifier& classifier, NameResolver& resolver,
-                                      Dialler& dialler) {
-  const std::string display = target.display();
-  std::vector<policy::IpAddr> candidates;
-  if (target.ip) {
-    candidates.push_back(*target.ip);  // a literal: decide_http classified it already
-  } else {
-    const ResolveResult r = co_await resolver.resolve(target.host);
-    if (r.cancelled) co_return Opened{{}, true};
-    if (!r.ok) {
-      co_return Opened{
-          policy::resolve_failed(std::move(allowed), target.host, r.error, r.timed_out)};
-    }
-    // Classify every address; only those that pass may be dialled. No second lookup.
-    policy::Selection s = policy::select_dialable(r.addrs, classifier, kMaxDialAddresses);
-    if (s.dialable.empty()) {
-      co_return Opened{
-          policy::blocked_after_resolution(std::move(allowed), display, target.host, s)};
-    }
-    candidates = std::move(s.dialable);
-  }
-
-  policy::Outcome o = policy::explain(std::move(allowed), display);
-  bool any_timeout = false;
-  std::string last_error;
-  asio::error_code last_ec;
-  for (const auto& ip : candidates) {
-    const DialResult d = co_await dialler.dial(runtime::to_tcp_endpoint(ip, target.port));
-    if (d.cancelled) co_return Opened{{}, true};
-    if (!d.ec) {
-      o.addr = ip.to_string();
-      co_return Opened{std::move(o)};
-    }
-    if (d.timed_out) {
-      any_timeout = true;
-      last_error = "timed out";
-    } else {
-      last_error = d.ec.message();
-      last_ec = d.ec;
-    }
-  }
+policy::Outcome dial_failed(policy::Outcome o, std::string_view display,
+                            const std::vector<policy::IpAddr>& tried, bool any_timeout,
+                            const asio::error_code& last_ec, const std::string& last_error) {
   // The rules allowed it; the destination did not answer. The verdict stays allow.
-  o.addr = candidates.back().to_string();
+  o.addr = tried.back().to_string();
   o.detail = "connect failed: " + last_error;
   o.status = any_timeout ? 504 : 502;
   if (any_timeout) {
@@ -63,10 +19,9 @@ asio::awaitable<Opened> open_upstream(const http::Authority& target, policy::Dec
   } else {
     o.error = policy::ProxyError::destination_unavailable;
   }
-  o.text = "could not connect to " + display + ": " + last_error + " (tried " +
-           std::to_string(candidates.size()) + " address" + (candidates.size() == 1 ? "" : "es") +
-           ").";
-  co_return Opened{std::move(o)};
+  o.text = "could not connect to " + std::string(display) + ": " + last_error + " (tried " +
+           std::to_string(tried.size()) + " address" + (tried.size() == 1 ? "" : "es") + ").";
+  return o;
 }
 
 void record_outcome(runtime::DecisionRecord& rec, const policy::Outcome& o) {

@@ -28,28 +28,30 @@ IpAddr ip(std::string_view text) {
   return *IpAddr::parse(text);
 }
 
-class FakeResolver : public NameResolver {
+class FakeResolver {
  public:
   ResolveResult answer;
   std::vector<std::string> asked;
-  asio::awaitable<ResolveResult> resolve(const std::string& host) override {
+  asio::awaitable<ResolveResult> resolve(const std::string& host) {
     asked.push_back(host);
     co_return answer;
   }
 };
 
-class FakeDialler : public Dialler {
+class FakeDialler {
  public:
   // The result for each address; an address not listed connects.
   std::map<std::string, DialResult> results;
   std::vector<std::string> dialled;  // "addr:port", in order
-  asio::awaitable<DialResult> dial(const tcp::endpoint& to) override {
+  asio::awaitable<DialResult> dial(const tcp::endpoint& to) {
     const std::string addr = to.address().to_string();
     dialled.push_back(policy::join_host_port(addr, to.port()));
     auto it = results.find(addr);
     co_return it == results.end() ? DialResult{} : it->second;
   }
 };
+
+static_assert(NameResolver<FakeResolver> && Dialler<FakeDialler>);
 
 DialResult refused() {
   return {asio::error::connection_refused, false, false};

@@ -26,12 +26,10 @@ namespace vibepit::proxy {
 
 struct Worker;
 
-class Session : public std::enable_shared_from_this<Session>,
-                private NameResolver,
-                private Dialler {
+class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Worker& w, asio::ip::tcp::socket client, const asio::ip::tcp::endpoint& peer);
-  ~Session() override;
+  ~Session();
   void start();
   // Called when the server drains: close now if no request is in progress.
   void on_drain();
@@ -64,11 +62,13 @@ class Session : public std::enable_shared_from_this<Session>,
   asio::awaitable<bool> forward_response(std::string_view method, bool client_keep_alive,
                                          bool& keep_client, runtime::DecisionRecord& rec);
 
-  // The world as open_upstream sees it: the worker's resolver and this connection's
-  // upstream socket, under this connection's deadlines.
-  asio::awaitable<ResolveResult> resolve(const std::string& host) override;
-  asio::awaitable<DialResult> dial(const asio::ip::tcp::endpoint& to) override;
+  // The world as open_upstream sees it (NameResolver, Dialler): the worker's resolver and
+  // this connection's upstream socket, under this connection's deadlines.
+ public:
+  asio::awaitable<ResolveResult> resolve(const std::string& host);
+  asio::awaitable<DialResult> dial(const asio::ip::tcp::endpoint& to);
 
+ private:
   runtime::DecisionRecord new_record(std::string_view method, const http::Authority& target);
   void mark_decided(runtime::DecisionRecord& rec);  // elapsed_us: arrival to decision
   void emit(runtime::DecisionRecord rec);

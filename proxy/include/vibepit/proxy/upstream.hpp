@@ -1,10 +1,14 @@
 #pragma once
 // Opening the upstream connection for an allowed request: resolve once, keep only the
 // addresses that pass classification, dial those in order. This is the only way the proxy
-// reaches the outside. The world is behind two small interfaces, so that a component test
-// can fake it and see exactly what would be dialled.
+// reaches the outside. The world comes in through two small interfaces (concepts, so no
+// virtual calls on the data path), so that a component test can fake it and see exactly
+// what would be dialled.
+#include <concepts>
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <asio/awaitable.hpp>
 #include <asio/error_code.hpp>
@@ -15,16 +19,15 @@
 #include "vibepit/policy/outcome.hpp"
 #include "vibepit/proxy/resolver.hpp"
 #include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/runtime/endpoint.hpp"
 
 namespace vibepit::proxy {
 
-// Name resolution as a connection sees it.
-class NameResolver {
- public:
-  virtual ~NameResolver() = default;
-  // The addresses `host` has, from a cache when it can. `cancelled` when the connection
-  // went away while it waited.
-  virtual asio::awaitable<ResolveResult> resolve(const std::string& host) = 0;
+// Name resolution as a connection sees it: the addresses `host` has, from a cache when it
+// can; `cancelled` when the connection went away while it waited.
+template <class R>
+concept NameResolver = requires(R& r, const std::string& host) {
+  { r.resolve(host) } -> std::same_as<asio::awaitable<ResolveResult>>;
 };
 
 struct DialResult {
@@ -35,10 +38,9 @@ struct DialResult {
 
 // Dialling as a connection sees it: one address at a time, into the connection's upstream
 // socket.
-class Dialler {
- public:
-  virtual ~Dialler() = default;
-  virtual asio::awaitable<DialResult> dial(const asio::ip::tcp::endpoint& to) = 0;
+template <class D>
+concept Dialler = requires(D& d, const asio::ip::tcp::endpoint& to) {
+  { d.dial(to) } -> std::same_as<asio::awaitable<DialResult>>;
 };
 
 inline constexpr std::size_t kMaxDialAddresses = 8;
@@ -48,12 +50,60 @@ struct Opened {
   bool cancelled = false;   // the connection went away: send nothing, record nothing
 };
 
+// The outcome when every dial failed: the rules allowed it, the destination did not answer.
+policy::Outcome dial_failed(policy::Outcome allowed, std::string_view display,
+                            const std::vector<policy::IpAddr>& tried, bool any_timeout,
+                            const asio::error_code& last_ec, const std::string& last_error);
+
 // `allowed` is decide_http's allow for `target`, decided against the snapshot whose
 // classifier is given. Every address dialled is one the classifier passed, from the one
 // resolution made here.
+template <NameResolver Resolver, Dialler Dial>
 asio::awaitable<Opened> open_upstream(const http::Authority& target, policy::Decision allowed,
-                                      const policy::Classifier& classifier, NameResolver& resolver,
-                                      Dialler& dialler);
+                                      const policy::Classifier& classifier, Resolver& resolver,
+                                      Dial& dialler) {
+  const std::string display = target.display();
+  std::vector<policy::IpAddr> candidates;
+  if (target.ip) {
+    candidates.push_back(*target.ip);  // a literal: decide_http classified it already
+  } else {
+    const ResolveResult r = co_await resolver.resolve(target.host);
+    if (r.cancelled) co_return Opened{{}, true};
+    if (!r.ok) {
+      co_return Opened{
+          policy::resolve_failed(std::move(allowed), target.host, r.error, r.timed_out)};
+    }
+    // Classify every address; only those that pass may be dialled. No second lookup.
+    policy::Selection s = policy::select_dialable(r.addrs, classifier, kMaxDialAddresses);
+    if (s.dialable.empty()) {
+      co_return Opened{
+          policy::blocked_after_resolution(std::move(allowed), display, target.host, s)};
+    }
+    candidates = std::move(s.dialable);
+  }
+
+  policy::Outcome o = policy::explain(std::move(allowed), display);
+  bool any_timeout = false;
+  std::string last_error;
+  asio::error_code last_ec;
+  for (const auto& ip : candidates) {
+    const DialResult d = co_await dialler.dial(runtime::to_tcp_endpoint(ip, target.port));
+    if (d.cancelled) co_return Opened{{}, true};
+    if (!d.ec) {
+      o.addr = ip.to_string();
+      co_return Opened{std::move(o)};
+    }
+    if (d.timed_out) {
+      any_timeout = true;
+      last_error = "timed out";
+    } else {
+      last_error = d.ec.message();
+      last_ec = d.ec;
+    }
+  }
+  co_return Opened{
+      dial_failed(std::move(o), display, candidates, any_timeout, last_ec, last_error)};
+}
 
 // The decision's fields of a record, from its outcome (and the status, when refused).
 void record_outcome(runtime::DecisionRecord& rec, const policy::Outcome& o);
