@@ -28,8 +28,8 @@ fi
 # shellcheck source=scripts/docker-engine.sh
 . scripts/docker-engine.sh
 
-# Remove what the tests made (dev.vibepit.test), then stop the dockerd this script started.
-cleanup_docker() {
+# Remove what the tests made (dev.vibepit.test).
+remove_test_objects() {
   if docker info >/dev/null 2>&1; then
     local ids
     ids=$(docker ps -aq --filter label=dev.vibepit.test)
@@ -49,6 +49,11 @@ cleanup_docker() {
     ids=$(docker images -q --filter label=dev.vibepit.test | sort -u)
     [ -z "$ids" ] || echo "test: could not remove test images: $ids" >&2
   fi
+}
+
+# At the end: what the tests made, then the dockerd this script started.
+cleanup_docker() {
+  remove_test_objects
   stop_docker
 }
 
@@ -60,6 +65,9 @@ if [ -n "${VIBEPIT_TEST_NO_E2E:-}" ]; then
   e2e_filter=(-LE 'fuzz|e2e')
   summary_e2e="e2e: not run (VIBEPIT_TEST_NO_E2E)"
 elif start_docker; then
+  # A run that was interrupted leaves its networks in the engine's state, and their
+  # documentation-range subnets would collide with this run's ("Pool overlaps").
+  remove_test_objects
   trap cleanup_docker EXIT
   trap 'exit 130' INT TERM
 else
