@@ -1,13 +1,14 @@
-// Plain-HTTP forwarding (absolute-form requests) for Session: each request on a client
-// connection is decided on its own, then forwarded in origin-form with hop-by-hop headers
-// removed; bodies pass through unchanged, framed exactly as parsed.
+// Plain-HTTP forwarding (absolute-form requests): each request on a client connection is
+// decided on its own, then forwarded in origin-form with hop-by-hop headers removed;
+// bodies pass through unchanged, framed exactly as parsed. Allowed requests are short: one
+// record, written when the response is done, carries both the decision and the totals.
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
+#include "vibepit/http/body.hpp"
 #include "vibepit/proxy/join.hpp"
 #include "vibepit/proxy/response.hpp"
-#include "vibepit/proxy/server.hpp"
 #include "vibepit/proxy/session.hpp"
 
 namespace vibepit::proxy {
@@ -85,20 +86,9 @@ asio::awaitable<Pass> pass_body(tcp::socket& from, std::string& buf, tcp::socket
   }
 }
 
-// The rewritten head has no Connection header: say what we will do with the client connection.
-std::string with_connection(std::string head, bool keep_alive) {
-  head.insert(head.size() - 2, keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
-  return head;
-}
-
-}  // namespace
-
-asio::awaitable<bool> Session::handle_http(const http::RequestHead& head,
-                                           const http::Target& target) {
-  const auto& auth = target.authority;
-  const std::string method(head.method);
-
-  // The Host header must name the same authority as the URI, or the request is ambiguous.
+// The Host header must name the same authority as the URI, or the request is ambiguous.
+// Empty when it does (or, in HTTP/1.0, when there is none).
+std::string host_header_problem(const http::RequestHead& head, const http::Authority& auth) {
   std::optional<std::string_view> host_header;
   int host_count = 0;
   for (const auto& h : head.headers) {
@@ -107,31 +97,107 @@ asio::awaitable<bool> Session::handle_http(const http::RequestHead& head,
       host_header = h.value;
     }
   }
-  if (host_count > 1) {
-    co_await refuse(400, ProxyError::http_request_error, "more than one Host header", true);
-    co_return false;
+  if (host_count > 1) return "more than one Host header";
+  if (!host_header) {
+    return head.version_minor == 1 ? "HTTP/1.1 request without a Host header" : "";
   }
-  if (host_header) {
-    auto parsed = http::parse_authority(
-        *host_header, auth.port == 80 ? std::optional<std::uint16_t>(80) : std::nullopt);
-    auto* h = std::get_if<http::Authority>(&parsed);
-    if (!h || h->host != auth.host || h->port != auth.port) {
-      co_await refuse(400, ProxyError::http_request_error,
-                      "the Host header \"" + std::string(host_header->substr(0, 256)) +
-                          "\" does not match the request URI authority " + auth.display(),
-                      true);
-      co_return false;
+  auto parsed = http::parse_authority(
+      *host_header, auth.port == 80 ? std::optional<std::uint16_t>(80) : std::nullopt);
+  auto* h = std::get_if<http::Authority>(&parsed);
+  if (h && h->host == auth.host && h->port == auth.port) return "";
+  return "the Host header \"" + std::string(host_header->substr(0, 256)) +
+         "\" does not match the request URI authority " + auth.display();
+}
+
+// The rewritten head has no Connection header: say what we will do with the client connection.
+std::string with_connection(std::string head, bool keep_alive) {
+  head.insert(head.size() - 2, keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
+  return head;
+}
+
+asio::awaitable<bool> forward_request_body(Session& s, const http::Framing& framing,
+                                           std::uint64_t& bytes, std::string& framing_error) {
+  auto r = co_await pass_body(
+      s.client(), s.client_bytes(), s.upstream(), framing, bytes, [&s] { s.touch(); },
+      framing_error);
+  // The upstream must not wait for the rest of a body that will never come.
+  if (r != Pass::ok) s.drop_upstream();
+  co_return r == Pass::ok;
+}
+
+// The response to one request, and any interim responses before it.
+asio::awaitable<bool> forward_response(Session& s, std::string_view method, bool client_keep_alive,
+                                       bool& keep_client, runtime::DecisionRecord& rec) {
+  asio::error_code ec;
+  const std::string req_method(method);
+  std::string& upbuf = s.upstream_bytes();
+  upbuf.clear();
+  for (;;) {
+    http::ResponseHead rh;
+    http::ParseResult pr;
+    for (;;) {
+      pr = http::parse_response_head(upbuf, s.cfg().max_response_head, rh);
+      if (pr.state != http::ParseState::incomplete) break;
+      if (!co_await fill(s.upstream(), upbuf, ec)) co_return false;
     }
-  } else if (head.version_minor == 1) {
-    co_await refuse(400, ProxyError::http_request_error, "HTTP/1.1 request without a Host header",
-                    true);
+    if (pr.state == http::ParseState::error) co_return false;
+    if (rh.status >= 100 && rh.status < 200) {
+      if (rh.status == 101) co_return false;  // we never forward Upgrade
+      auto interim = std::string(upbuf.data(), rh.head_size);
+      upbuf.erase(0, rh.head_size);
+      if (!co_await s.send(interim)) co_return false;
+      continue;
+    }
+    auto framing_or = http::response_framing(rh, req_method);
+    if (std::holds_alternative<http::FramingError>(framing_or)) co_return false;
+    auto framing = std::get<http::Framing>(framing_or);
+    bool upstream_keep = http::wants_keep_alive(rh.version_minor, rh.headers) &&
+                         framing.kind != http::BodyKind::until_close;
+    keep_client = client_keep_alive && framing.kind != http::BodyKind::until_close;
+
+    auto out = with_connection(http::rewrite_response_head(rh), keep_client);
+    rec.status = static_cast<std::uint16_t>(rh.status);
+    upbuf.erase(0, rh.head_size);
+    if (framing.kind == http::BodyKind::length) {
+      // Send the body bytes already read together with the head: one write, not two.
+      auto take = static_cast<std::size_t>(std::min<std::uint64_t>(framing.length, upbuf.size()));
+      out.append(upbuf.data(), take);
+      upbuf.erase(0, take);
+      framing.length -= take;
+    }
+    if (!co_await s.send(out)) co_return false;
+    std::uint64_t down = out.size();
+    std::string ignored_error;
+    bool ok = co_await pass_body(
+                  s.upstream(), upbuf, s.client(), framing, down, [&s] { s.touch(); },
+                  ignored_error) == Pass::ok;
+    rec.bytes_down = down;
+    if (!ok) {
+      keep_client = false;
+      s.close_all();
+      co_return true;  // the response has started: the client sees the cut, not a 502
+    }
+    if (!upstream_keep || !upbuf.empty()) s.drop_upstream();
+    co_return true;
+  }
+}
+
+}  // namespace
+
+asio::awaitable<bool> forward_http(Session& s, const http::RequestHead& head,
+                                   const http::Target& target) {
+  const auto& auth = target.authority;
+  const std::string method(head.method);
+
+  if (auto problem = host_header_problem(head, auth); !problem.empty()) {
+    co_await s.refuse(400, ProxyError::http_request_error, std::move(problem), true);
     co_return false;
   }
 
   auto framing_or = http::request_framing(head);
   if (auto* err = std::get_if<http::FramingError>(&framing_or)) {
-    co_await refuse(400, ProxyError::http_request_error, "refused request framing: " + err->what,
-                    true);
+    co_await s.refuse(400, ProxyError::http_request_error, "refused request framing: " + err->what,
+                      true);
     co_return false;
   }
   const auto framing = std::get<http::Framing>(framing_or);
@@ -150,43 +216,42 @@ asio::awaitable<bool> Session::handle_http(const http::RequestHead& head,
       upstream_head.erase(pos, end - pos);
     }
   }
-  inbuf_.erase(0, head.head_size);  // `head` views are invalid from here on
+  s.client_bytes().erase(0, head.head_size);  // `head` views are invalid from here on
 
-  auto rec = new_record(method, auth);
-  auto dial = co_await decide_and_dial(auth, rec, true);
-  mark_decided(rec);
-  if (closed_) co_return false;
+  auto rec = s.new_record(method, auth);
+  auto dial = co_await s.decide_and_dial(auth, rec, true);
+  s.mark_decided(rec);
+  if (s.closed()) co_return false;
   if (!dial.ok) {
-    emit(rec);
+    s.emit(rec);
     // A body we will not forward would be read as the next request: close instead.
     bool close = framing.kind != http::BodyKind::none || !client_keep_alive;
-    co_await refuse(dial.status, dial.error, dial.message, close);
-    co_return !close && !closed_;
+    co_await s.refuse(dial.status, dial.error, dial.message, close);
+    co_return !close && !s.closed();
   }
-  // Allowed plain-HTTP requests are short: one record, written when the response is done,
-  // carries both the decision and the totals.
   rec.totals = true;
-  auto started = clock::now();
-  set_deadline(Phase::busy, w_.cfg.idle_timeout);
+  const auto started = Session::clock::now();
+  s.touch();
 
   asio::error_code ec;
   auto tok = asio::redirect_error(asio::use_awaitable, ec);
   if (expect_continue && framing.kind != http::BodyKind::none) {
-    if (!co_await send("HTTP/1.1 100 Continue\r\n\r\n")) co_return false;
+    if (!co_await s.send("HTTP/1.1 100 Continue\r\n\r\n")) co_return false;
   }
-  co_await asio::async_write(upstream_, asio::buffer(upstream_head), tok);
+  co_await asio::async_write(s.upstream(), asio::buffer(upstream_head), tok);
   bool keep_client = false;
   if (!ec) {
     std::uint64_t up = 0;
     bool ok = false;
     std::string framing_error;
     if (framing.kind == http::BodyKind::none) {
-      ok = co_await forward_response(method, client_keep_alive, keep_client, rec);
+      ok = co_await forward_response(s, method, client_keep_alive, keep_client, rec);
     } else {
       // Upload and download run together: a server may answer before the body ends.
       bool sent = false, answered = false;
-      co_await both(store(forward_request_body(framing, up, framing_error), sent),
-                    store(forward_response(method, client_keep_alive, keep_client, rec), answered));
+      co_await both(
+          store(forward_request_body(s, framing, up, framing_error), sent),
+          store(forward_response(s, method, client_keep_alive, keep_client, rec), answered));
       ok = sent && answered;
       if (!sent) keep_client = false;
     }
@@ -194,13 +259,13 @@ asio::awaitable<bool> Session::handle_http(const http::RequestHead& head,
     if (!ok && rec.status == 0) {
       if (!framing_error.empty()) {
         rec.status = 400;
-        co_await refuse(400, ProxyError::http_request_error,
-                        "invalid chunked request body: " + framing_error, true);
+        co_await s.refuse(400, ProxyError::http_request_error,
+                          "invalid chunked request body: " + framing_error, true);
       } else {
         rec.status = 502;
-        co_await refuse(502, ProxyError::http_response_incomplete,
-                        "the upstream server closed the connection or sent an invalid response",
-                        true);
+        co_await s.refuse(502, ProxyError::http_response_incomplete,
+                          "the upstream server closed the connection or sent an invalid response",
+                          true);
       }
       keep_client = false;
     } else if (!ok) {
@@ -208,86 +273,14 @@ asio::awaitable<bool> Session::handle_http(const http::RequestHead& head,
     }
   } else {
     rec.status = 502;
-    co_await refuse(502, ProxyError::connection_terminated,
-                    "could not send the request upstream: " + ec.message(), true);
+    co_await s.refuse(502, ProxyError::connection_terminated,
+                      "could not send the request upstream: " + ec.message(), true);
   }
   rec.ms = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started).count());
-  emit(std::move(rec));
-  co_return keep_client && !closed_ && !w_.draining;
-}
-
-asio::awaitable<bool> Session::forward_request_body(const http::Framing& framing,
-                                                    std::uint64_t& bytes,
-                                                    std::string& framing_error) {
-  auto r = co_await pass_body(
-      client_, inbuf_, upstream_, framing, bytes, [this] { touch(); }, framing_error);
-  if (r != Pass::ok) {
-    // The upstream must not wait for the rest of a body that will never come.
-    asio::error_code ignored;
-    upstream_.close(ignored);
-    upstream_key_.clear();
-  }
-  co_return r == Pass::ok;
-}
-
-asio::awaitable<bool> Session::forward_response(std::string_view method, bool client_keep_alive,
-                                                bool& keep_client, runtime::DecisionRecord& rec) {
-  asio::error_code ec;
-  const std::string req_method(method);
-  upbuf_.clear();
-  for (;;) {
-    http::ResponseHead rh;
-    http::ParseResult pr;
-    for (;;) {
-      pr = http::parse_response_head(upbuf_, w_.cfg.max_response_head, rh);
-      if (pr.state != http::ParseState::incomplete) break;
-      if (!co_await fill(upstream_, upbuf_, ec)) co_return false;
-    }
-    if (pr.state == http::ParseState::error) co_return false;
-    if (rh.status >= 100 && rh.status < 200) {
-      if (rh.status == 101) co_return false;  // we never forward Upgrade
-      auto interim = std::string(upbuf_.data(), rh.head_size);
-      upbuf_.erase(0, rh.head_size);
-      if (!co_await send(interim)) co_return false;
-      continue;
-    }
-    auto framing_or = http::response_framing(rh, req_method);
-    if (std::holds_alternative<http::FramingError>(framing_or)) co_return false;
-    auto framing = std::get<http::Framing>(framing_or);
-    bool upstream_keep = http::wants_keep_alive(rh.version_minor, rh.headers) &&
-                         framing.kind != http::BodyKind::until_close;
-    keep_client = client_keep_alive && framing.kind != http::BodyKind::until_close;
-
-    auto out = with_connection(http::rewrite_response_head(rh), keep_client);
-    rec.status = static_cast<std::uint16_t>(rh.status);
-    upbuf_.erase(0, rh.head_size);
-    if (framing.kind == http::BodyKind::length) {
-      // Send the body bytes already read together with the head: one write, not two.
-      auto take = static_cast<std::size_t>(std::min<std::uint64_t>(framing.length, upbuf_.size()));
-      out.append(upbuf_.data(), take);
-      upbuf_.erase(0, take);
-      framing.length -= take;
-    }
-    if (!co_await send(out)) co_return false;
-    std::uint64_t down = out.size();
-    std::string ignored_error;
-    bool ok = co_await pass_body(
-                  upstream_, upbuf_, client_, framing, down, [this] { touch(); }, ignored_error) ==
-              Pass::ok;
-    rec.bytes_down = down;
-    if (!ok) {
-      keep_client = false;
-      close_all();
-      co_return true;  // the response has started: the client sees the cut, not a 502
-    }
-    if (!upstream_keep || !upbuf_.empty()) {
-      asio::error_code ignored;
-      upstream_.close(ignored);
-      upstream_key_.clear();
-    }
-    co_return true;
-  }
+      std::chrono::duration_cast<std::chrono::milliseconds>(Session::clock::now() - started)
+          .count());
+  s.emit(std::move(rec));
+  co_return keep_client && !s.closed() && !s.draining();
 }
 
 }  // namespace vibepit::proxy

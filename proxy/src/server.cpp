@@ -50,7 +50,16 @@ bool take_client(Worker& w, tcp::socket sock, const tcp::endpoint& peer) {
 
 Worker::Worker(const runtime::Config& c, policy::SnapshotStore& s,
                runtime::DecisionLog::Producer& p, std::atomic<std::size_t>& a)
-    : cfg(c), store(s), log(p), active(a), resolver(io, c.upstream_dns, c.resolve_timeout) {}
+    : cfg(c), store(s), log(p), active(a), resolver(io, c.upstream_dns, c.resolve_timeout) {
+  lookup = [this](std::string host) {
+    return resolver.async_resolve(std::move(host), asio::use_awaitable);
+  };
+  connect = [](tcp::socket& socket, tcp::endpoint to) -> asio::awaitable<asio::error_code> {
+    asio::error_code ec;
+    co_await socket.async_connect(to, asio::redirect_error(asio::use_awaitable, ec));
+    co_return ec;
+  };
+}
 
 Worker::~Worker() = default;
 

@@ -1,16 +1,13 @@
 #include "vibepit/proxy/session.hpp"
 
-#include <array>
 
 #include <asio/co_spawn.hpp>
-#include <asio/connect.hpp>
 #include <asio/detached.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
 #include "vibepit/policy/ip.hpp"
-#include "vibepit/proxy/relay.hpp"
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/server.hpp"
 #include "vibepit/proxy/upstream.hpp"
@@ -47,6 +44,24 @@ void Session::start() {
 
 void Session::on_drain() {
   if (phase_ == Phase::wait_request) close_all();
+}
+
+void Session::drop_upstream() {
+  asio::error_code ignored;
+  upstream_.close(ignored);
+  upstream_key_.clear();
+}
+
+bool Session::draining() const {
+  return w_.draining;
+}
+
+const runtime::Config& Session::cfg() const {
+  return w_.cfg;
+}
+
+void Session::busy() {
+  if (phase_ != Phase::busy) set_deadline(Phase::busy, w_.cfg.idle_timeout);
 }
 
 void Session::close_all() {
@@ -177,7 +192,7 @@ asio::awaitable<void> Session::run() {
     if (target.form == http::TargetForm::authority) {
       auto rec = new_record("CONNECT", target.authority);
       inbuf_.erase(0, head.head_size);
-      co_await handle_connect(target.authority, rec);
+      co_await tunnel(*this, target.authority, std::move(rec));
       break;
     }
     if (target.form != http::TargetForm::absolute) {
@@ -198,7 +213,7 @@ asio::awaitable<void> Session::run() {
       co_await refuse(400, ProxyError::http_request_error, std::move(why), true);
       break;
     }
-    if (!co_await handle_http(head, target)) break;
+    if (!co_await forward_http(*this, head, target)) break;
   }
   close_all();
 }
@@ -232,7 +247,7 @@ void Session::emit_close(runtime::DecisionRecord rec, clock::time_point started)
   emit(std::move(rec));
 }
 
-// parse (done) -> decide -> resolve -> select -> dial: one call each.
+// decide -> resolve -> select -> dial: one call each (parsing came before).
 asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& target,
                                                         runtime::DecisionRecord& rec,
                                                         bool reuse_ok) {
@@ -250,9 +265,7 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& t
     o = policy::explain(std::move(d), display);
     o.addr = upstream_addr_;
   } else {
-    asio::error_code ignored;
-    upstream_.close(ignored);
-    upstream_key_.clear();
+    drop_upstream();
     Opened opened = co_await open_upstream(target, std::move(d), snap->classifier, *this, *this);
     if (opened.cancelled) co_return Dial{};
     o = std::move(opened.outcome);
@@ -269,7 +282,7 @@ asio::awaitable<ResolveResult> Session::resolve(const std::string& host) {
   ResolveResult r;
   if (w_.resolver.cached(host, r)) co_return r;
   set_deadline(Phase::resolve, w_.cfg.resolve_timeout + std::chrono::seconds(1));
-  r = co_await w_.resolver.async_resolve(host, asio::use_awaitable);
+  r = co_await w_.lookup(host);
   r.cancelled = closed_;
   co_return r;
 }
@@ -278,7 +291,7 @@ asio::awaitable<DialResult> Session::dial(const tcp::endpoint& to) {
   DialResult r;
   upstream_ = tcp::socket(w_.io);
   set_deadline(Phase::connect, w_.cfg.connect_timeout);
-  co_await upstream_.async_connect(to, asio::redirect_error(asio::use_awaitable, r.ec));
+  r.ec = co_await w_.connect(upstream_, to);
   r.cancelled = closed_;
   r.timed_out = timed_out_;
   if (r.cancelled) co_return r;
@@ -292,44 +305,9 @@ asio::awaitable<DialResult> Session::dial(const tcp::endpoint& to) {
   co_return r;
 }
 
-asio::awaitable<void> Session::handle_connect(const http::Authority& target,
-                                              runtime::DecisionRecord& rec) {
-  auto dial = co_await decide_and_dial(target, rec, false);
-  mark_decided(rec);
-  if (closed_) co_return;
-  if (!dial.ok) {
-    emit(rec);
-    co_await refuse(dial.status, dial.error, dial.message, true);
-    co_return;
-  }
-  rec.status = 200;
-  emit(rec);
-  auto started = clock::now();
-  RelayStats stats;
-  if (co_await send("HTTP/1.1 200 Connection established\r\n\r\n")) {
-    asio::error_code ec;
-    if (!inbuf_.empty()) {  // bytes the client sent ahead of our 200
-      co_await asio::async_write(upstream_, asio::buffer(inbuf_),
-                                 asio::redirect_error(asio::use_awaitable, ec));
-      stats.up += inbuf_.size();
-      inbuf_.clear();
-    }
-    inbuf_.shrink_to_fit();  // an idle tunnel keeps no head buffer
-    if (!ec) {
-      touch();
-      co_await relay(
-          client_, upstream_, w_.cfg.splice == runtime::SpliceMode::automatic, [this] { touch(); },
-          stats);
-    }
-  }
-  rec.bytes_up = stats.up;
-  rec.bytes_down = stats.down;
-  emit_close(std::move(rec), started);
-}
-
 asio::awaitable<bool> Session::send(std::string_view bytes) {
   asio::error_code ec;
-  if (phase_ != Phase::busy) set_deadline(Phase::busy, w_.cfg.idle_timeout);
+  busy();
   co_await asio::async_write(client_, asio::buffer(bytes),
                              asio::redirect_error(asio::use_awaitable, ec));
   co_return !ec;

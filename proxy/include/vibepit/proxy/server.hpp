@@ -5,11 +5,15 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
+#include <asio/awaitable.hpp>
+#include <asio/error_code.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 
@@ -23,6 +27,14 @@
 namespace vibepit::proxy {
 
 class Session;
+
+// How a worker reaches the outside: `lookup` resolves a name its resolver has not cached,
+// `connect` opens an upstream TCP connection. Both are the real thing (c-ares, the kernel)
+// unless a component test replaces them (tests/unit/proxy/session_test.cpp) to see every
+// name looked up and every address dialled, with no network and no root.
+using LookupFn = std::function<asio::awaitable<ResolveResult>(std::string host)>;
+using ConnectFn = std::function<asio::awaitable<asio::error_code>(asio::ip::tcp::socket& socket,
+                                                                  asio::ip::tcp::endpoint to)>;
 
 // What a session needs from the thread it runs on.
 struct Worker {
@@ -39,6 +51,8 @@ struct Worker {
   runtime::DecisionLog::Producer& log;
   std::atomic<std::size_t>& active;  // connections open across all workers
   Resolver resolver;
+  LookupFn lookup;    // resolver.async_resolve
+  ConnectFn connect;  // socket.async_connect
   std::vector<asio::ip::tcp::acceptor> acceptors;
   runtime::SpareDescriptor spare;  // released to accept-and-refuse when out of descriptors
 };
