@@ -283,13 +283,9 @@ Rcode fold_rcode(std::uint16_t flags, std::uint8_t extended) {
 }
 
 // Collects the SVCB/HTTPS hints after every A/AAAA, as ResponseInfo documents. The records
-// were validated by the first pass, and every TTL offset locates one record (OPT excluded,
-// and OPT only ever sits in the additional section, so the index gives the section).
-void collect_hints(std::span<const std::uint8_t> pkt, std::uint16_t ancount, std::uint16_t nscount,
-                   ResponseInfo& info) {
-  for (std::size_t i = 0; i < info.ttl_offsets.size(); ++i) {
-    if (i >= ancount && i < std::size_t{ancount} + nscount) continue;  // authority
-    const std::size_t ttl_at = info.ttl_offsets[i];
+// were validated by the first pass, and every TTL offset locates one record (OPT excluded).
+void collect_hints(std::span<const std::uint8_t> pkt, ResponseInfo& info) {
+  for (const std::size_t ttl_at : info.ttl_offsets) {
     const std::uint16_t type = get16(pkt, ttl_at - 4);
     if (type != qtype::SVCB && type != qtype::HTTPS) continue;
     const std::size_t rdata = ttl_at + 6;
@@ -413,7 +409,7 @@ WireError parse_response(std::span<const std::uint8_t> pkt, const Query& q, Resp
       }
       info.ttl_offsets.push_back(static_cast<std::uint16_t>(rr.name_end + 4));
       const std::uint32_t ttl = sane_ttl(rr.ttl);
-      e = check_rdata(pkt, rr, fence(), section == 1 ? nullptr : &info.addrs);
+      e = check_rdata(pkt, rr, fence(), &info.addrs);  // every section reaches the client
       if (e != WireError::none) return e;
       has_svc = has_svc || rr.type == qtype::SVCB || rr.type == qtype::HTTPS;
       if (section == 2) continue;
@@ -443,7 +439,7 @@ WireError parse_response(std::span<const std::uint8_t> pkt, const Query& q, Resp
   } else {
     info.ttl = any_ttl ? min_ttl : 0;
   }
-  if (has_svc) collect_hints(pkt, counts[0], counts[1], info);
+  if (has_svc) collect_hints(pkt, info);
   return WireError::none;
 }
 

@@ -89,6 +89,9 @@ class DnsTest(DnsCase):
             ("rebind-loopback.test", "A", "127.0.0.0/8", "127.0.0.1"),
             ("rebind-v6.test", "AAAA", "::1/128", "::1"),
             ("mapped.test", "AAAA", "10.0.0.0/8", "::ffff:10.0.0.1"),   # judged as 10.0.0.1
+            # A public answer with 10.0.0.1 in the AUTHORITY section: the client gets the whole
+            # message, so every section is judged.
+            ("rebind-authority.test", "A", "10.0.0.0/8", "10.0.0.1"),
         ]
         for name, qtype, cidr, addr in cases:
             for tcp in (False, True):

@@ -21,7 +21,8 @@ CLIENT_RE = re.compile(r"^(127\.0\.0\.1|\[::1\]):\d+$")
 
 ALLOW_DNS = ["allowed.test", "dual.test", "v6.test", "*.wild.test", "rebind-private.test",
              "rebind-loopback.test", "rebind-v6.test", "mapped.test", "https-ok.test",
-             "https-private.test", "https-v6private.test", "txt.test", "mx.test"]
+             "https-private.test", "https-v6private.test", "txt.test", "mx.test",
+             "rebind-authority.test"]
 
 
 # ------------------------------------------------------------------ dig

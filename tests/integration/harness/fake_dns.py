@@ -53,6 +53,7 @@ ZONE = {
     "c.pkg.test": {A: ["198.51.100.10"]},
     "api.other.test": {A: ["198.51.100.11"]},
     "rebind-private.test": {A: ["10.0.0.1"]},
+    "rebind-authority.test": {A: ["198.51.100.10"]},   # plus 10.0.0.1 in AUTHORITY, see handle()
     "rebind-loopback.test": {A: ["127.0.0.1"]},
     "rebind-mixed.test": {A: ["10.0.0.1", "198.51.100.10"]},
     "rebind-v6.test": {AAAA: ["::1"]},
@@ -316,6 +317,10 @@ class Server:
             owner_wire = struct.pack("!H", 0xC00C) if owner is None else encode_name(owner)
             answers.append(owner_wire + struct.pack("!HHIH", rtype, 1, ttl, len(rdata)) + rdata)
         authority = [soa_record()] if (rcode == NXDOMAIN or (rcode == NOERROR and not answers)) else []
+        if name == "rebind-authority.test":    # a public answer, a private address beside it
+            glue = rdata_for(A, "10.0.0.1")
+            authority.append(encode_name("ns.rebind-authority.test") +
+                             struct.pack("!HHIH", A, 1, DEFAULT_TTL, len(glue)) + glue)
         out = reply(rcode, question, answers, authority)
         limit = max(512, edns[0] or 0)
         if transport == "udp" and len(out) > limit:

@@ -72,6 +72,25 @@ TEST(ParseResponse, HttpsHintsAfterAddresses) {
   EXPECT_EQ(info.ttl, 300u);
 }
 
+// The rebinding defence classifies every A and AAAA record whatever its owner and section:
+// an address in the authority section reaches the client as surely as one in the answer.
+TEST(ParseResponse, AddressesInEverySectionAreCollected) {
+  const QuerySpec spec{};
+  const Query q = parsed(test::make_query(spec));
+  Msg m = test::response_to(spec, 1, 3, 1);
+  m.rr_at(kQname, A, 300, addr_rdata("203.0.113.7"));
+  m.rr("example.com", qtype::NS, 300, test::name_rdata("ns.example.com"));
+  m.rr("ns.example.com", A, 300, addr_rdata("10.0.0.1"));
+  m.rr("svc.example.com", qtype::HTTPS, 300,
+       test::svc_rdata(1, ".", {{6, addr_rdata("fd00::1")}}));
+  m.rr("ns.example.com", AAAA, 300, addr_rdata("::1"));
+  ResponseInfo info;
+  ASSERT_EQ(parse_response(m.b, q, info), WireError::none);
+  const std::vector<policy::IpAddr> want = {ip("203.0.113.7"), ip("10.0.0.1"), ip("::1"),
+                                            ip("fd00::1")};
+  EXPECT_EQ(info.addrs, want);
+}
+
 struct BadRdata {
   const char* what;
   std::uint16_t type;

@@ -128,9 +128,10 @@ struct ResponseInfo {
   Rcode rcode = Rcode::noerror;  // the low 4 bits; extended rcodes are treated as SERVFAIL
   bool tc = false;
   bool negative = false;  // NXDOMAIN, or NOERROR with no answer of the asked type (NODATA)
-  // Every A and AAAA record in the answer and additional sections (whatever its owner, so a
-  // CNAME chain's targets are included), then every ipv4hint/ipv6hint of HTTPS and SVCB
-  // records. These are what the rebinding defence classifies.
+  // Every A and AAAA record in every section (answer, authority, additional: whatever its
+  // owner, so a CNAME chain's targets and glue are included), then every ipv4hint/ipv6hint
+  // of HTTPS and SVCB records. The whole message goes back to the client, so these are what
+  // the rebinding defence classifies.
   std::vector<policy::IpAddr> addrs;
   // The cache lifetime: the smallest TTL of the answer and authority records; for a
   // negative answer, min(SOA TTL, SOA MINIMUM) (RFC 2308), 0 when there is no SOA.
