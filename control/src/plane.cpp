@@ -161,8 +161,9 @@ ControlPlane::~ControlPlane() {
 
 std::vector<asio::ip::tcp::endpoint> ControlPlane::listen() {
   ServerOptions so;
-  for (const auto& e : cfg_.control.listen) so.listen.push_back(to_endpoint(e));
-  if (so.listen.empty()) so.listen.emplace_back(asio::ip::make_address("127.0.0.1"), 0);
+  for (const auto& e : runtime::control_listen_or_default(cfg_)) {
+    so.listen.push_back(to_endpoint(e));
+  }
   so.max_clients = cfg_.control.max_clients;
   so.rate = cfg_.control.rate;
   so.burst = cfg_.control.burst;

@@ -3,7 +3,9 @@
 
 #include <charconv>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -39,10 +41,13 @@ std::vector<std::string> string_list(const json& v, const std::string& key) {
   return out;
 }
 
+// A list of ADDR:PORT strings, or one such string.
 std::vector<Endpoint> endpoint_list(const json& v, const std::string& key,
                                     std::uint16_t default_port) {
   std::vector<Endpoint> out;
-  for (const auto& text : string_list(v, key)) {
+  const auto texts =
+      v.is_string() ? std::vector<std::string>{v.get<std::string>()} : string_list(v, key);
+  for (const auto& text : texts) {
     try {
       out.push_back(parse_endpoint(text, default_port));
     } catch (const std::invalid_argument& e) {
@@ -51,6 +56,47 @@ std::vector<Endpoint> endpoint_list(const json& v, const std::string& key,
   }
   if (out.empty()) throw ConfigError(key, "must name at least one address");
   return out;
+}
+
+bool is_unspecified(const policy::IpAddr& a) {
+  return a == policy::IpAddr{a.v6, {}};
+}
+
+struct Listener {
+  const char* key;  // proxy-listen or dns-listen
+  Endpoint at;
+};
+
+// The proxy or DNS listener through which the proxy's clients reach `a`, if any: one that
+// listens on `a`, or on every address of its family.
+std::optional<Listener> served_by_listeners(const Config& cfg, const policy::IpAddr& a) {
+  for (const auto& [key, list] :
+       {std::pair{"proxy-listen", &cfg.proxy_listen}, std::pair{"dns-listen", &cfg.dns.listen}}) {
+    for (const auto& e : *list) {
+      if (e.addr == a || (is_unspecified(e.addr) && e.addr.v6 == a.v6)) return Listener{key, e};
+    }
+  }
+  return std::nullopt;
+}
+
+// The control API must be out of reach of the proxy's clients (in a session: the sandbox),
+// so it may share no address with the proxy and DNS listeners, and may not listen on all.
+void check_control_listen(const Config& cfg) {
+  for (const auto& e : cfg.control.listen) {
+    if (is_unspecified(e.addr)) {
+      throw ConfigError("control-listen",
+                        "\"" + e.to_string() +
+                            "\": an unspecified address would serve the control API on every "
+                            "interface, the proxy clients' included; name one host-side address");
+    }
+    if (auto other = served_by_listeners(cfg, e.addr)) {
+      throw ConfigError("control-listen",
+                        "\"" + e.to_string() + "\": " + e.addr.to_string() + " is also served by " +
+                            other->key + " \"" + other->at.to_string() +
+                            "\"; the control API must not share an address with the listeners "
+                            "the proxy's clients reach");
+    }
+  }
 }
 
 std::uint64_t bounded_number(const json& v, const std::string& key, std::uint64_t lo,
@@ -308,6 +354,7 @@ Config parse_config(std::string_view json_text) {
     }
   }
   if (!have_listen) throw ConfigError("proxy-listen", "is required");
+  check_control_listen(cfg);
   if (cfg.dns.cache_min_ttl > cfg.dns.cache_max_ttl) {
     throw ConfigError("dns-cache-min-ttl", "is larger than dns-cache-max-ttl");
   }
@@ -323,6 +370,17 @@ Config parse_config(std::string_view json_text) {
     throw ConfigError(first.list, message);
   }
   return cfg;
+}
+
+std::vector<Endpoint> control_listen_or_default(const Config& cfg) {
+  if (!cfg.control.listen.empty()) return cfg.control.listen;
+  for (const char* text : {"127.0.0.1", "127.0.0.2", "::1"}) {
+    const auto addr = *policy::IpAddr::parse(text);
+    if (!served_by_listeners(cfg, addr)) return {Endpoint{addr, 0}};
+  }
+  throw ConfigError("control-listen",
+                    "is not set, and every default address (127.0.0.1, 127.0.0.2, ::1) is "
+                    "also served by proxy-listen or dns-listen: set it to a host-side address");
 }
 
 DescriptorBudget descriptor_budget(const Config& cfg, unsigned threads) {

@@ -22,10 +22,13 @@ from harness.control import ControlConn, TestCa, credentials_pipe
 
 
 LOAD_SERVER = "198.51.100.20:7000"  # vibepit-bench serve --kind echo, in the fake internet
+# The control API listens on its own loopback address: control-listen may share none with
+# proxy-listen (127.0.0.1 in the harness).
+CHOST = "127.0.0.2"
 
 
 def control_config(**extra):
-    cfg = {"control_listen": ["127.0.0.1:0"], "control_timeout_ms": 1500}
+    cfg = {"control_listen": [CHOST + ":0"], "control_timeout_ms": 1500}
     cfg.update(extra)
     return cfg
 
@@ -54,7 +57,7 @@ class HandshakeMatrix(ControlCase):
         d = os.path.join(cls.topo.tmp, "pki")
         cls.ca = TestCa(d)
         cls.other = TestCa(os.path.join(d, "other"), name="other-ca")
-        srv_cert, srv_key = cls.ca.issue("server", "serverAuth", san="IP:127.0.0.1")
+        srv_cert, srv_key = cls.ca.issue("server", "serverAuth", san="IP:" + CHOST)
         cls.server_cert = srv_cert
         cls.client = cls.ca.issue("client", "clientAuth")
         cls.expired = cls.ca.issue("expired", "clientAuth", days=-1)
@@ -78,10 +81,10 @@ class HandshakeMatrix(ControlCase):
         args = ["--cacert", cacert or self.ca.cert]
         if cert:
             args += ["--cert", cert, "--key", key]
-        return self.curl(*(args + list(extra) + ["https://127.0.0.1:%d/v1/health" % self.cport]))
+        return self.curl(*(args + list(extra) + ["https://%s:%d/v1/health" % (CHOST, self.cport)]))
 
     def s_client(self, cert=None, key=None, extra=(), request=b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"):
-        argv = ["openssl", "s_client", "-connect", "127.0.0.1:%d" % self.cport, "-CAfile", self.ca.cert,
+        argv = ["openssl", "s_client", "-connect", "%s:%d" % (CHOST, self.cport), "-CAfile", self.ca.cert,
                 "-verify_return_error", "-quiet"]
         if cert:
             argv += ["-cert", cert, "-key", key]
@@ -132,13 +135,13 @@ class HandshakeMatrix(ControlCase):
 
     def test_plain_http_is_answered_at_once(self):
         t0 = time.monotonic()
-        rc, code, body, err = self.curl("http://127.0.0.1:%d/v1/health" % self.cport)
+        rc, code, body, err = self.curl("http://%s:%d/v1/health" % (CHOST, self.cport))
         self.assertLess(time.monotonic() - t0, 3)
         self.assertEqual(code, 400, err)
         self.assertIn("TLS", body)
 
     def test_silent_client_is_dropped(self):
-        s = self.topo.connect(self.topo.px, "127.0.0.1", self.cport, timeout=5)
+        s = self.topo.connect(self.topo.px, CHOST, self.cport, timeout=5)
         t0 = time.monotonic()
         try:
             data = s.recv(100)
@@ -156,7 +159,7 @@ class HandshakeMatrix(ControlCase):
         self.test_valid_client_curl()
         # The refusals are counted where an operator can see them.
         rc, code, body, err = self.curl("--cacert", self.ca.cert, "--cert", self.client[0], "--key",
-                                        self.client[1], "https://127.0.0.1:%d/metrics" % self.cport)
+                                        self.client[1], "https://%s:%d/metrics" % (CHOST, self.cport))
         self.assertEqual(code, 200, err)
         counts = dict(re.findall(r'vibepit_control_errors_total\{kind="(\w+)"\} (\d+)', body))
         self.assertGreaterEqual(int(counts["plain_http"]), 3, body)
@@ -173,7 +176,7 @@ class Standalone(ControlCase):
                               decision_ring=5000, extra_args=["--session-dir", cls.session_dir])
 
     def conn(self):
-        c = ControlConn.for_session(self.topo, self.topo.px, "127.0.0.1", self.cport, self.session_dir)
+        c = ControlConn.for_session(self.topo, self.topo.px, CHOST, self.cport, self.session_dir)
         self.addCleanup(c.close)
         return c
 
@@ -192,7 +195,7 @@ class Standalone(ControlCase):
             self.assertEqual(stat.S_IMODE(os.stat(os.path.join(self.session_dir, n)).st_mode), 0o600, n)
         with open(os.path.join(self.session_dir, "session.json")) as f:
             info = json.load(f)
-        self.assertEqual(info["control"], "127.0.0.1:%d" % self.cport)
+        self.assertEqual(info["control"], "%s:%d" % (CHOST, self.cport))
         self.assertEqual(info["id"], "s1")
         # Exactly one private key on disk: the client's.
         keys = []
@@ -321,13 +324,13 @@ class Standalone(ControlCase):
         self.assertNotIn("ok.test", c.request("GET", "/v1/rules").json()["allow-dns"])
 
         # A body over control-max-body: 413, and the connection is closed.
-        huge = ControlConn.for_session(self.topo, self.topo.px, "127.0.0.1", self.cport, self.session_dir)
+        huge = ControlConn.for_session(self.topo, self.topo.px, CHOST, self.cport, self.session_dir)
         self.addCleanup(huge.close)
         huge.sock.sendall(b"POST /v1/allow-http HTTP/1.1\r\nContent-Length: 5000000\r\n\r\n")
         r = huge.read_response()
         self.assertEqual(r.status, 413, r)
         # A head that never ends: 431.
-        big = ControlConn.for_session(self.topo, self.topo.px, "127.0.0.1", self.cport, self.session_dir)
+        big = ControlConn.for_session(self.topo, self.topo.px, CHOST, self.cport, self.session_dir)
         self.addCleanup(big.close)
         big.sock.sendall(b"GET /v1/health HTTP/1.1\r\nX: " + b"a" * 20000)
         self.assertEqual(big.read_response().status, 431)
@@ -371,7 +374,7 @@ class SlowFollower(ControlCase):
                               extra_args=["--session-dir", cls.session_dir])
 
     def test_loss_is_counted(self):
-        c = ControlConn.for_session(self.topo, self.topo.px, "127.0.0.1", self.cport, self.session_dir)
+        c = ControlConn.for_session(self.topo, self.topo.px, CHOST, self.cport, self.session_dir)
         self.addCleanup(c.close)
         start = c.request("GET", "/v1/decisions?limit=1000").json()["next"]
         for i in range(60):

@@ -159,7 +159,22 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"{" BASE R"(, "dns-client-burst": 0})", "dns-client-burst", "out of range"},
         BadConfig{"{" BASE R"(, "dns-max-label": 64})", "dns-max-label", "out of range"},
         BadConfig{"{" BASE R"(, "dns-cache-min-ttl": 600, "dns-cache-max-ttl": 60})",
-                  "dns-cache-min-ttl", "larger than"}));
+                  "dns-cache-min-ttl", "larger than"},
+        // The control API shares no address with the listeners the proxy's clients reach.
+        BadConfig{"{" BASE R"(, "control-listen": ["0.0.0.0:8443"]})", "control-listen",
+                  "\"0.0.0.0:8443\": an unspecified address"},
+        BadConfig{"{" BASE R"(, "control-listen": "[::]:8443"})", "control-listen",
+                  "\"[::]:8443\": an unspecified address"},
+        BadConfig{"{" BASE R"(, "control-listen": ["127.0.0.2:1", "127.0.0.1:8443"]})",
+                  "control-listen",
+                  "\"127.0.0.1:8443\": 127.0.0.1 is also served by proxy-listen "
+                  "\"127.0.0.1:0\""},
+        BadConfig{"{" BASE R"(, "dns-listen": ["[::1]:53"], "control-listen": ["[::1]:9"]})",
+                  "control-listen", "::1 is also served by dns-listen \"[::1]:53\""},
+        BadConfig{R"({"proxy-listen": ["0.0.0.0:3128"], "control-listen": ["10.1.1.1:9"]})",
+                  "control-listen", "is also served by proxy-listen \"0.0.0.0:3128\""},
+        BadConfig{"{" BASE R"(, "control-listen": 8443})", "control-listen",
+                  "must be a list of strings"}));
 #undef BASE
 
 TEST(Config, EndpointParsing) {
@@ -168,6 +183,34 @@ TEST(Config, EndpointParsing) {
   EXPECT_THROW(parse_endpoint("203.0.113.9:"), std::invalid_argument);
   EXPECT_THROW(parse_endpoint("[::1"), std::invalid_argument);
   EXPECT_THROW(parse_endpoint("127.1:53"), std::invalid_argument);  // not a strict IPv4
+}
+
+TEST(Config, EveryListenKeyTakesOneStringOrAList) {
+  auto cfg = parse_config(R"({"proxy-listen": "127.0.0.1:3128", "dns-listen": "127.0.0.1:53",
+                              "control-listen": "10.1.1.1:8443"})");
+  ASSERT_EQ(cfg.proxy_listen.size(), 1u);
+  EXPECT_EQ(cfg.proxy_listen[0].to_string(), "127.0.0.1:3128");
+  ASSERT_EQ(cfg.dns.listen.size(), 1u);
+  EXPECT_EQ(cfg.dns.listen[0].to_string(), "127.0.0.1:53");
+  ASSERT_EQ(cfg.control.listen.size(), 1u);
+  EXPECT_EQ(cfg.control.listen[0].to_string(), "10.1.1.1:8443");
+  // An IPv6 listener does not take the IPv4 address, nor the other way round.
+  cfg = parse_config(R"({"proxy-listen": ["[::]:3128"], "control-listen": ["127.0.0.1:9"]})");
+  EXPECT_EQ(cfg.control.listen[0].to_string(), "127.0.0.1:9");
+}
+
+TEST(Config, TheDefaultControlAddressIsOneNoListenerServes) {
+  auto first = [](const char* json) {
+    return to_string(control_listen_or_default(parse_config(json)));
+  };
+  EXPECT_EQ(first(R"({"proxy-listen": ["203.0.113.1:3128"]})"), "127.0.0.1:0");
+  EXPECT_EQ(first(R"({"proxy-listen": ["127.0.0.1:3128"]})"), "127.0.0.2:0");
+  EXPECT_EQ(first(R"({"proxy-listen": ["127.0.0.1:3128"], "dns-listen": ["127.0.0.2:53"]})"),
+            "[::1]:0");
+  EXPECT_EQ(first(R"({"proxy-listen": ["127.0.0.1:1"], "control-listen": ["127.0.0.3:9"]})"),
+            "127.0.0.3:9");
+  auto everywhere = parse_config(R"({"proxy-listen": ["0.0.0.0:3128", "[::]:3128"]})");
+  EXPECT_THROW(control_listen_or_default(everywhere), ConfigError);
 }
 
 TEST(Config, MissingFileIsAConfigError) {

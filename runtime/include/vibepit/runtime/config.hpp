@@ -86,6 +86,11 @@ struct Config {
   ControlConfig control;
 };
 
+// Where the control API listens: control-listen, or else the first of 127.0.0.1:0,
+// 127.0.0.2:0 and [::1]:0 that no proxy-listen or dns-listen address serves. Throws
+// ConfigError when there is none.
+std::vector<Endpoint> control_listen_or_default(const Config& cfg);
+
 // The most descriptors a configuration can hold open at once, by where they go.
 struct DescriptorBudget {
   std::uint64_t connections = 0;  // max-connections: two sockets and, splicing, two pipes each
