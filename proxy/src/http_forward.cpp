@@ -190,14 +190,14 @@ asio::awaitable<bool> forward_http(Session& s, const http::RequestHead& head,
   const std::string method(head.method);
 
   if (auto problem = host_header_problem(head, auth); !problem.empty()) {
-    co_await s.refuse(400, ProxyError::http_request_error, std::move(problem), true);
+    co_await s.refuse_invalid(method, auth.host, auth.port, problem, problem);
     co_return false;
   }
 
   auto framing_or = http::request_framing(head);
   if (auto* err = std::get_if<http::FramingError>(&framing_or)) {
-    co_await s.refuse(400, ProxyError::http_request_error, "refused request framing: " + err->what,
-                      true);
+    co_await s.refuse_invalid(method, auth.host, auth.port, err->what,
+                              "refused request framing: " + err->what);
     co_return false;
   }
   const auto framing = std::get<http::Framing>(framing_or);

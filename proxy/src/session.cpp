@@ -1,6 +1,5 @@
 #include "vibepit/proxy/session.hpp"
 
-
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/redirect_error.hpp>
@@ -166,26 +165,10 @@ asio::awaitable<void> Session::run() {
 
     auto parsed = http::parse_target(head.method, head.target);
     if (auto* err = std::get_if<http::TargetError>(&parsed)) {
-      std::string method(head.method);
-      if (method == "CONNECT") {
-        runtime::DecisionRecord rec;
-        rec.id = w_.log.next_id();
-        rec.ts_us = runtime::now_us();
-        rec.client = client_text_;
-        rec.method = method;
-        rec.host = std::string(head.target.substr(0, 256));
-        rec.reason = policy::Reason::invalid_target;
-        rec.detail = err->what;
-        rec.status = 400;
-        const auto snap = w_.store.current();
-        rec.gen = snap->generation;
-        rec.mode = snap->rules.mode;
-        emit(std::move(rec));
-      }
-      co_await refuse(400, ProxyError::http_request_error,
-                      "invalid request target \"" + std::string(head.target.substr(0, 256)) +
-                          "\": " + err->what,
-                      true);
+      std::string target_text(head.target.substr(0, 256));
+      std::string message = "invalid request target \"" + target_text + "\": " + err->what;
+      co_await refuse_invalid(head.method, std::move(target_text), 0, err->what,
+                              std::move(message));
       break;
     }
     auto& target = std::get<http::Target>(parsed);
@@ -196,10 +179,10 @@ asio::awaitable<void> Session::run() {
       break;
     }
     if (target.form != http::TargetForm::absolute) {
-      co_await refuse(400, ProxyError::http_request_error,
-                      "this is a forward proxy: send absolute-form requests "
-                      "(GET http://host/path) or CONNECT host:port",
-                      true);
+      std::string why =
+          "this is a forward proxy: send absolute-form requests (GET http://host/path) or "
+          "CONNECT host:port";
+      co_await refuse_invalid(head.method, std::string(head.target.substr(0, 256)), 0, why, why);
       break;
     }
     if (target.scheme != "http") {
@@ -210,7 +193,7 @@ asio::awaitable<void> Session::run() {
             "https:// URLs must be tunnelled: use CONNECT host:443 (set HTTPS_PROXY, not "
             "an http:// URL with an https target)";
       }
-      co_await refuse(400, ProxyError::http_request_error, std::move(why), true);
+      co_await refuse_invalid(head.method, target.authority.host, target.authority.port, why, why);
       break;
     }
     if (!co_await forward_http(*this, head, target)) break;
@@ -311,6 +294,26 @@ asio::awaitable<bool> Session::send(std::string_view bytes) {
   co_await asio::async_write(client_, asio::buffer(bytes),
                              asio::redirect_error(asio::use_awaitable, ec));
   co_return !ec;
+}
+
+asio::awaitable<void> Session::refuse_invalid(std::string_view method, std::string host,
+                                              std::uint16_t port, std::string detail,
+                                              std::string message) {
+  runtime::DecisionRecord rec;
+  rec.id = w_.log.next_id();
+  rec.ts_us = runtime::now_us();
+  rec.client = client_text_;
+  rec.method = std::string(method.substr(0, 32));
+  rec.host = std::move(host);
+  rec.port = port;
+  rec.reason = policy::Reason::invalid_target;
+  rec.detail = std::move(detail);
+  rec.status = 400;
+  const auto snap = w_.store.current();
+  rec.gen = snap->generation;
+  rec.mode = snap->rules.mode;
+  emit(std::move(rec));
+  co_await refuse(400, ProxyError::http_request_error, std::move(message), true);
 }
 
 asio::awaitable<void> Session::refuse(int status, ProxyError error, std::string message,

@@ -4,6 +4,7 @@ refusals, and request smuggling attempts (all refused with 400)."""
 
 import hashlib
 import socket
+import time
 
 from harness import base
 from harness.client import Closed
@@ -211,6 +212,54 @@ class BadUpstreamTest(base.TopologyCase):
         c = self.raw(timeout=3)
         with self.assertRaises(Closed):    # 9 of 100 bytes, then the connection ends
             c.request(get("http://allowed.test/raw/short-body", "allowed.test"))
+
+
+class RefusalRecordTest(base.TopologyCase):
+    """Every refusal leaves exactly one deny record, with the status the client got
+    (invariant 5). A request whose head cannot be parsed at all has nothing to decide on."""
+    proxy_config = {"allow_http": RULES}
+
+    def test_each_refusal_writes_one_deny_record(self):
+        te_and_cl = ("POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n"
+                     "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        cases = [  # (request, status, reason, host, why)
+            (get("http://-bad.test/", "-bad.test"), 400, "invalid_target", "http://-bad.test/",
+             "invalid absolute-form target"),
+            ("CONNECT -bad.test:443 HTTP/1.1\r\n\r\n", 400, "invalid_target", "-bad.test:443",
+             "invalid CONNECT target"),
+            (get("/", "allowed.test"), 400, "invalid_target", "/", "origin form"),
+            (get("https://allowed.test/", "allowed.test"), 400, "invalid_target", "allowed.test",
+             "https:// in absolute form"),
+            (get("ftp://allowed.test/", "allowed.test"), 400, "invalid_target", "ftp://allowed.test/",
+             "another scheme"),
+            (get("http://allowed.test/", "other.test"), 400, "invalid_target", "allowed.test",
+             "Host header mismatch"),
+            ("GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nHost: allowed.test\r\n\r\n",
+             400, "invalid_target", "allowed.test", "two Host headers"),
+            ("GET http://allowed.test/ HTTP/1.1\r\n\r\n", 400, "invalid_target", "allowed.test",
+             "HTTP/1.1 without Host"),
+            (te_and_cl, 400, "invalid_target", "allowed.test", "framing: CL and TE"),
+            (get("http://other.test/", "other.test"), 403, "not_allowlisted", "other.test",
+             "not allowlisted"),
+            (get("http://10.0.0.1/", "10.0.0.1"), 403, "blocked_address", "10.0.0.1",
+             "blocked literal"),
+        ]
+        for req, status, reason, host, why in cases:
+            with self.subTest(why=why):
+                c = self.raw(timeout=3)
+                client = "127.0.0.1:%d" % c.sock.getsockname()[1]
+                resp = c.request(req)
+                self.assertEqual(resp.status, status, "%s: %r" % (why, resp))
+                mine = lambda r, client=client: r.get("client") == client
+                recs = self.proxy.wait_records(mine)
+                time.sleep(0.2)  # a second record, if the proxy wrote one, arrives too
+                recs = [r for r in self.proxy.records() if mine(r)]
+                self.assertEqual(len(recs), 1, "%s: %r%s" % (why, recs, self.diag()))
+                r = recs[0]
+                self.assertEqual((r.get("verdict"), r.get("reason"), r.get("host"), r.get("status")),
+                                 ("deny", reason, host, status), why)
+                c.close()
+        self.assertNoCanaryHits()
 
 
 class SmugglingTest(base.TopologyCase):

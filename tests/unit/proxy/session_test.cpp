@@ -379,7 +379,7 @@ TEST_F(SessionTest, ADeniedHttpRequestLeavesTheConnectionUsable) {
   EXPECT_EQ(recs[0].status, 403);
 }
 
-TEST_F(SessionTest, AHostHeaderNamingAnotherAuthorityIsRefusedBeforeAnyDecision) {
+TEST_F(SessionTest, AHostHeaderNamingAnotherAuthorityIsRefusedWithOneRecordAndNoLookup) {
   rules({"web.test:80"});
   names["web.test"] = resolves_to({"198.51.100.20"});
   const std::string reply =
@@ -391,7 +391,14 @@ TEST_F(SessionTest, AHostHeaderNamingAnotherAuthorityIsRefusedBeforeAnyDecision)
       << reply;
   EXPECT_TRUE(looked_up.empty());
   EXPECT_TRUE(dialled.empty());
-  EXPECT_TRUE(records().empty());
+  auto recs = records();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].verdict, Verdict::deny);
+  EXPECT_EQ(recs[0].reason, Reason::invalid_target);
+  EXPECT_EQ((recs[0].method + " " + recs[0].host), "GET web.test");
+  EXPECT_EQ(recs[0].status, 400);
+  EXPECT_EQ(recs[0].detail,
+            "the Host header \"other.test\" does not match the request URI authority web.test:80");
 }
 
 }  // namespace

@@ -55,6 +55,11 @@ class Session : public std::enable_shared_from_this<Session> {
   // An error response. Message by value: it must live in the coroutine frame across the
   // write. With `close`, the client's side is shut down after it.
   asio::awaitable<void> refuse(int status, ProxyError error, std::string message, bool close);
+  // A request refused before any rule is asked, because it or its target is invalid: one
+  // deny record (invalid_target, with `detail`), then a 400 with `message` that closes the
+  // connection. `method` and `host` may view the request head: they are copied first.
+  asio::awaitable<void> refuse_invalid(std::string_view method, std::string host,
+                                       std::uint16_t port, std::string detail, std::string message);
 
   asio::ip::tcp::socket& client() { return client_; }
   asio::ip::tcp::socket& upstream() { return upstream_; }
