@@ -10,7 +10,9 @@ namespace vibepit::http {
 namespace {
 
 constexpr std::size_t kMaxLengthDigits = 19;  // < 2^64, so no overflow
-constexpr std::size_t kMaxChunkSizeDigits = 16;
+// A larger chunk is no real body (1 TiB), and the bound keeps the size from overflowing;
+// leading zeros are bounded by the line length only.
+constexpr std::uint64_t kMaxChunkSize = std::uint64_t{1} << 40;
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -146,11 +148,26 @@ bool drop_field(const std::vector<Header>& headers, bool listed_possible, std::s
   return connection_lists(headers, name);
 }
 
+// The fields that go on, in order. A valid Content-Length goes on as one field in canonical
+// form ("5", not "005" or "5, 5" or two fields), where the first one was: the next hop
+// reads exactly the length that framed the body here.
 void append_fields(std::string& out, const std::vector<Header>& headers,
-                   std::initializer_list<std::string_view> hop_by_hop) {
+                   std::initializer_list<std::string_view> hop_by_hop,
+                   std::string_view also_drop = {}) {
   const bool listed_possible = has_connection_field(headers);
+  const Length len = read_length(headers);
+  const bool canonical_length = len.present && !len.malformed && !len.conflicting;
+  bool length_written = false;
   for (const Header& h : headers) {
     if (drop_field(headers, listed_possible, h.name, hop_by_hop)) continue;
+    if (!also_drop.empty() && iequals(h.name, also_drop)) continue;
+    if (canonical_length && iequals(h.name, "content-length")) {
+      if (!length_written) {
+        out.append("Content-Length: ").append(std::to_string(len.value)).append("\r\n");
+      }
+      length_written = true;
+      continue;
+    }
     out.append(h.name).append(": ").append(h.value).append("\r\n");
   }
   out.append("\r\n");
@@ -243,8 +260,9 @@ bool ChunkedDecoder::step(unsigned char c) {
       if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
       if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
       if (digit >= 0) {
-        if (++size_digits_ > kMaxChunkSizeDigits) return fail("chunk size too large");
+        ++size_digits_;
         remaining_ = remaining_ * 16 + static_cast<std::uint64_t>(digit);
+        if (remaining_ > kMaxChunkSize) return fail("chunk size larger than 2^40 bytes");
         return true;
       }
       if (size_digits_ == 0) return fail("invalid chunk size");
@@ -352,7 +370,7 @@ ChunkedDecoder::Step ChunkedDecoder::feed_into(std::string_view data, std::strin
 }
 
 std::string rewrite_request_head(const RequestHead& head, std::string_view origin_path,
-                                 std::string_view host_header) {
+                                 std::string_view host_header, bool drop_expect) {
   std::string out;
   out.reserve(head.method.size() + origin_path.size() + host_header.size() + 32 +
               fields_size(head.headers));
@@ -360,7 +378,8 @@ std::string rewrite_request_head(const RequestHead& head, std::string_view origi
   out.append("Host: ").append(host_header).append("\r\n");
   append_fields(out, head.headers,
                 {"host", "connection", "proxy-connection", "proxy-authorization", "keep-alive",
-                 "te", "trailer", "upgrade"});
+                 "te", "trailer", "upgrade"},
+                drop_expect ? "expect" : "");
   return out;
 }
 

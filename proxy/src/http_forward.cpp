@@ -206,16 +206,10 @@ asio::awaitable<bool> forward_http(Session& s, const http::RequestHead& head,
   if (auto e = head.find("expect")) expect_continue = http::iequals(*e, "100-continue");
 
   std::string host_value = auth.port == 80 ? policy::bracket_host(auth.host) : auth.display();
-  std::string upstream_head = http::rewrite_request_head(head, target.path, host_value);
-  if (expect_continue) {
-    // We answer the 100 ourselves once the request is allowed, so drop the expectation.
-    auto pos = upstream_head.find("\r\nExpect:");
-    if (pos == std::string::npos) pos = upstream_head.find("\r\nexpect:");
-    if (pos != std::string::npos) {
-      auto end = upstream_head.find("\r\n", pos + 2);
-      upstream_head.erase(pos, end - pos);
-    }
-  }
+  // With 100-continue we answer the 100 ourselves once the request is allowed, so the
+  // expectation does not go upstream.
+  std::string upstream_head =
+      http::rewrite_request_head(head, target.path, host_value, expect_continue);
   s.client_bytes().erase(0, head.head_size);  // `head` views are invalid from here on
 
   auto rec = s.new_record(method, auth);

@@ -134,6 +134,31 @@ class ForwardTest(base.TopologyCase):
         self.assertStatus(resp, 200)
         self.assertEqual(resp.json()["body_length"], len(body))
 
+    def test_expect_is_answered_here_whatever_its_case(self):
+        """The proxy sends its own 100: the expectation must not reach upstream too."""
+        for name in ("Expect", "expect", "EXPECT"):
+            with self.subTest(name=name):
+                c = self.raw()
+                c.send("POST http://allowed.test/e HTTP/1.1\r\nHost: allowed.test\r\n"
+                       "Content-Length: 2\r\n%s: 100-continue\r\n\r\n" % name)
+                self.assertEqual(c.read_response("POST").status, 100)
+                c.send(b"ok")
+                resp = c.read_response("POST")
+                self.assertStatus(resp, 200)
+                names = [k.lower() for k, _ in resp.json()["headers"]]
+                self.assertNotIn("expect", names, resp.json()["headers"])
+
+    def test_content_length_goes_upstream_in_canonical_form(self):
+        for fields in ("Content-Length: 005\r\n", "Content-Length: 5, 5\r\n",
+                       "Content-Length: 5\r\nContent-Length: 05\r\n"):
+            with self.subTest(fields=fields):
+                resp = self.raw().request("POST http://allowed.test/cl HTTP/1.1\r\n"
+                                          "Host: allowed.test\r\n%s\r\nhello" % fields)
+                self.assertStatus(resp, 200)
+                echo = resp.json()
+                lengths = [v for k, v in echo["headers"] if k.lower() == "content-length"]
+                self.assertEqual((lengths, echo["body_length"]), (["5"], 5), fields)
+
     # ------------------------------------------------------------ refused
 
     def test_denied(self):
@@ -319,6 +344,7 @@ class SmugglingTest(base.TopologyCase):
             (self.post(te, "zz\r\nhello\r\n0\r\n\r\n"), "invalid chunk size"),
             (self.post(te, "-5\r\nhello\r\n0\r\n\r\n"), "negative chunk size"),
             (self.post(te, "fffffffffffffffffff\r\nhello\r\n0\r\n\r\n"), "chunk size overflow"),
+            (self.post(te, "10000000001\r\nhello\r\n0\r\n\r\n"), "chunk larger than 2^40 bytes"),
             (self.post(te, "5\r\nhelloXX\r\n0\r\n\r\n"), "chunk data longer than size"),
             (self.post(te, " 5\r\nhello\r\n0\r\n\r\n"), "leading space in size"),
         ]

@@ -39,6 +39,13 @@ TEST(RewriteRequest, Table) {
       {"Connection: Content-Length, Transfer-Encoding\r\nContent-Length: 3\r\n",
        "Content-Length: 3\r\n"},
       {"Transfer-Encoding: chunked\r\n", "Transfer-Encoding: chunked\r\n"},
+      // a valid Content-Length goes on once, in canonical form, where the first one was
+      {"A: 1\r\nContent-Length: 005\r\nB: 2\r\n", "A: 1\r\nContent-Length: 5\r\nB: 2\r\n"},
+      {"Content-Length: 5, 5\r\n", "Content-Length: 5\r\n"},
+      {"content-length: 5\r\nA: 1\r\nContent-Length: 05\r\n", "Content-Length: 5\r\nA: 1\r\n"},
+      {"Content-Length: 0\r\n", "Content-Length: 0\r\n"},
+      // Expect stays unless the proxy answers it (RewriteRequest.ExpectDroppedInAnyCase)
+      {"Expect: 100-continue\r\n", "Expect: 100-continue\r\n"},
       // no fields at all
       {"", ""},
   };
@@ -51,6 +58,17 @@ TEST(RewriteRequest, Table) {
     RequestHead again;
     EXPECT_EQ(parse_request_head(out, 8192, again).state, ParseState::complete);
     EXPECT_EQ(again.head_size, out.size());
+  }
+}
+
+TEST(RewriteRequest, ExpectDroppedInAnyCase) {
+  for (const char* name : {"Expect", "expect", "EXPECT", "eXpEcT"}) {
+    const std::string in = std::string("POST http://a/ HTTP/1.1\r\nHost: a\r\n") + name +
+                           ": 100-continue\r\nContent-Length: 1\r\n\r\n";
+    const RequestHead head = parse_req(in);
+    EXPECT_EQ(rewrite_request_head(head, "/", "a", true),
+              "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\n")
+        << name;
   }
 }
 
@@ -69,6 +87,7 @@ TEST(RewriteResponse, Table) {
       {"Keep-Alive: timeout=5\r\nProxy-Connection: x\r\nTrailer: T\r\nUpgrade: y\r\n"
        "Proxy-Authenticate: Basic\r\nContent-Length: 2\r\n",
        "Content-Length: 2\r\n"},
+      {"Content-Length: 0002, 2\r\nContent-Length: 2\r\n", "Content-Length: 2\r\n"},
       {"", ""},
   };
   for (const auto& c : cases) {

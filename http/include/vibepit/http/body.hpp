@@ -86,12 +86,16 @@ class ChunkedDecoder {
 // client's headers minus hop-by-hop ones (Connection and the headers it lists,
 // Proxy-Connection, Proxy-Authorization, Keep-Alive, TE, Upgrade, Trailer), and the
 // given Host value as the first field. Content-Length and Transfer-Encoding always stay,
-// even when Connection names them, because the body is forwarded raw. origin_path and
-// host_header are copied as they are: pass values from parse_target / Authority::display().
+// even when Connection names them, because the body is forwarded raw; a valid
+// Content-Length goes on as one field in canonical form ("5" for "005", "5, 5" or two
+// equal fields). With `drop_expect` the Expect field goes too (whatever its case): the
+// proxy answers 100-continue itself. origin_path and host_header are copied as they are:
+// pass values from parse_target / Authority::display().
 std::string rewrite_request_head(const RequestHead& head, std::string_view origin_path,
-                                 std::string_view host_header);
+                                 std::string_view host_header, bool drop_expect = false);
 // The response head to send the client ("HTTP/1.1 <status> <reason>"), with hop-by-hop
-// headers removed (as above, plus Proxy-Authenticate); framing fields stay.
+// headers removed (as above, plus Proxy-Authenticate); framing fields stay, a valid
+// Content-Length in canonical form.
 std::string rewrite_response_head(const ResponseHead& head);
 
 // Whether the client asked to keep the connection open (version default and Connection).
