@@ -69,25 +69,37 @@ class DnsWorker::TcpConn : public std::enable_shared_from_this<TcpConn> {
                        std::size_t n = (std::size_t{self->len_[0]} << 8) | self->len_[1];
                        // A zero-length message can hold no header: the framing is broken.
                        if (n == 0) return self->close();
-                       self->body_.resize(n);
+                       self->want_ = n;
+                       self->body_.clear();
                        self->read_body();
                      });
   }
 
+  // The message grows as its bytes arrive (doubling from kFirstRead), so a client that
+  // declares 64 KiB and sends nothing holds kFirstRead bytes, not 64 KiB.
   void read_body() {
-    asio::async_read(socket_, asio::buffer(body_),
-                     [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
-                       if (ec || self->closed_) return self->close();
-                       self->timer_.cancel();  // the upstream has its own deadline
-                       // The reply target holds the connection while the upstream answers.
-                       ReplyTo to;
-                       to.transport = Transport::tcp;
-                       to.conn = self;
-                       bool will_answer = self->w_.handle(self->body_, self->peer_.address(),
-                                                          self->peer_.port(), std::move(to));
-                       // No answer at all (a response packet): the stream is out of step.
-                       if (!will_answer) self->close();
-                     });
+    const std::size_t have = body_.size();
+    const std::size_t step = std::min(want_ - have, std::max(kFirstRead, have));
+    body_.resize(have + step);
+    socket_.async_read_some(
+        asio::buffer(body_.data() + have, step),
+        [self = shared_from_this(), have](const asio::error_code& ec, std::size_t got) {
+          if (ec || self->closed_) return self->close();
+          self->body_.resize(have + got);
+          if (self->body_.size() < self->want_) return self->read_body();
+          self->on_message();
+        });
+  }
+
+  void on_message() {
+    timer_.cancel();  // the upstream has its own deadline
+    // The reply target holds the connection while the upstream answers.
+    ReplyTo to;
+    to.transport = Transport::tcp;
+    to.conn = shared_from_this();
+    const bool will_answer = w_.handle(body_, peer_.address(), peer_.port(), std::move(to));
+    // No answer at all (a response packet): the stream is out of step.
+    if (!will_answer) close();
   }
 
  public:
@@ -103,6 +115,8 @@ class DnsWorker::TcpConn : public std::enable_shared_from_this<TcpConn> {
                       [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
                         self->sending_ = false;
                         self->out_.clear();
+                        release_if_large(self->out_);
+                        release_if_large(self->body_);
                         if (ec || self->closed_) return self->close();
                         self->read_length();
                       });
@@ -113,7 +127,15 @@ class DnsWorker::TcpConn : public std::enable_shared_from_this<TcpConn> {
   tcp::socket socket_;
   asio::steady_timer timer_;
   tcp::endpoint peer_;
+  // An idle connection keeps at most this much of its last message's buffers.
+  static constexpr std::size_t kFirstRead = 512;
+  static constexpr std::size_t kKeepIdle = 4096;
+  static void release_if_large(std::vector<std::uint8_t>& v) {
+    if (v.capacity() > kKeepIdle) std::vector<std::uint8_t>().swap(v);
+  }
+
   std::uint8_t len_[2] = {0, 0};
+  std::size_t want_ = 0;  // the declared length of the message being read
   std::vector<std::uint8_t> body_;
   std::vector<std::uint8_t> out_;
   bool sending_ = false;

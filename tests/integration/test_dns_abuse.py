@@ -151,6 +151,28 @@ class DnsAbuseTest(DnsCase):
         self.assertIsNotNone(took, "half a length prefix kept the connection open%s" % self.diag())
         self.assertServing(tcp=True)
 
+    def rss_kib(self):
+        with open("/proc/%d/status" % self.proxy.proc.pid) as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+    def test_tcp_declared_length_is_not_allocated_up_front(self):
+        """Clients that declare 64 KiB and send one byte cost what they sent, not 64 KiB each."""
+        n = 300
+        self.assertServing(tcp=True)
+        before = self.rss_kib()
+        held = []
+        for _ in range(n):
+            s = self.tcp_connect()
+            s.sendall(b"\xff\xff\x00")
+            held.append(s)
+        time.sleep(0.3)                  # every connection read its byte (dns-tcp-idle-ms: 1000)
+        grown = self.rss_kib() - before
+        self.assertLess(grown, n * 64 // 4, "RSS grew %d KiB for %d clients holding 3 bytes each"
+                        % (grown, n))
+        for s in held:
+            s.close()
+        self.assertServing(tcp=True)
+
     def test_tcp_pipelined_queries(self):
         s = self.tcp_connect()
         qs = [build_query("allowed.test", A, qid=0x3001), build_query("www.wild.test", A, qid=0x3002),
