@@ -139,7 +139,8 @@ int main(int argc, char** argv) {
     // (stop_control), then the log's writer (~DecisionLog), and only then is the control
     // plane destroyed.
     std::optional<vibepit::control::ControlPlane> control;
-    vibepit::runtime::DecisionLog log(cfg.decision_log, cfg.decision_ring);
+    vibepit::runtime::DecisionLog log(cfg.decision_log, cfg.decision_ring,
+                                      {cfg.decision_log_max_bytes, cfg.decision_log_keep});
     struct StopControl {
       std::optional<vibepit::control::ControlPlane>& plane;
       ~StopControl() {

@@ -90,12 +90,13 @@ void DecisionStats::observe(const runtime::DecisionRecord& r) {
   }
   std::string key = std::string(r.src) + "\t" + std::string(policy::to_string(r.verdict)) + "\t" +
                     std::string(policy::to_string(r.reason));
-  ++decisions_[key];
+  const std::uint64_t n = r.count ? r.count : 1;  // a summary stands for `count` decisions
+  decisions_[key] += n;
   auto& h = host(r.host);
   if (r.verdict == policy::Verdict::allow) {
-    ++h.allow;
+    h.allow += n;
   } else {
-    ++h.deny;
+    h.deny += n;
   }
   if (r.totals) {  // a plain-HTTP request: decision and totals in one record
     bytes_up_ += r.bytes_up;
@@ -103,9 +104,9 @@ void DecisionStats::observe(const runtime::DecisionRecord& r) {
     h.bytes_up += r.bytes_up;
     h.bytes_down += r.bytes_down;
   }
-  if (r.status) ++http_status_[r.status];
+  if (r.status) http_status_[r.status] += n;
   if (dns) {
-    if (r.rcode) ++dns_rcode_[r.rcode];
+    if (r.rcode) dns_rcode_[r.rcode] += n;
     if (r.verdict == policy::Verdict::allow) {
       ++dns_answers_;
       if (r.cached) ++dns_cached_;

@@ -1,5 +1,7 @@
 #include "dns_worker.hpp"
 
+#include "vibepit/runtime/endpoint.hpp"
+
 #include <ares.h>
 
 #include <algorithm>
@@ -62,6 +64,9 @@ DnsWorker::DnsWorker(asio::io_context& io, const runtime::Config& cfg, policy::S
       log_(log),
       cache_(cache),
       limiter_(cfg.dns.client_qps, cfg.dns.client_burst),
+      folder_(cfg.decision_log_per_client,
+              [this](runtime::DecisionRecord&& r) { log_.push(std::move(r)); }),
+      fold_timer_(io),
       udp_upstream_(io, cfg.upstream_dns,
                     runtime::AresOptions{.timeout = cfg.dns.timeout,
                                          .tcp = false,
@@ -88,14 +93,7 @@ runtime::DecisionRecord DnsWorker::make_record(const Query& q, const asio::ip::a
   rec.ts_us = runtime::now_us();
   rec.src = "dns";
   // Text is made by the log's writer thread, off this path.
-  if (client.is_v4()) {
-    auto b = client.to_v4().to_bytes();
-    std::copy(b.begin(), b.end(), rec.client_ip.bytes.begin());
-  } else {
-    auto b = client.to_v6().to_bytes();
-    rec.client_ip.v6 = true;
-    std::copy(b.begin(), b.end(), rec.client_ip.bytes.begin());
-  }
+  rec.client_ip = runtime::to_ip_addr(client);
   rec.client_port = port;
   rec.host.assign(q.qname.view());
   rec.qtype = q.qtype;
@@ -107,7 +105,29 @@ void DnsWorker::emit(runtime::DecisionRecord& rec, Rcode rc) {
   rec.rcode = to_string(rc).data();  // a view of a string literal: NUL-terminated
   rec.elapsed_us =
       static_cast<std::uint32_t>(std::max<std::int64_t>(runtime::now_us() - rec.ts_us, 1));
+  if (rec.verdict == policy::Verdict::deny) {
+    // Over-limit queries are folded whatever the budget; other denials past it.
+    if (rec.reason == policy::Reason::rate_limited) {
+      folder_.fold(rec, rec.client_ip, now_);
+    } else if (folder_.admit(rec, rec.client_ip, now_)) {
+      log_.push(std::move(rec));
+      return;
+    }
+    arm_fold_timer();
+    return;
+  }
   log_.push(std::move(rec));
+}
+
+void DnsWorker::arm_fold_timer() {
+  if (fold_timer_armed_ || !folder_.pending()) return;
+  fold_timer_armed_ = true;
+  fold_timer_.expires_at(folder_.due());
+  fold_timer_.async_wait([this, alive = alive_](const asio::error_code& ec) {
+    if (ec || !*alive) return;
+    fold_timer_armed_ = false;
+    folder_.flush(clock::now(), true);
+  });
 }
 
 std::size_t DnsWorker::reply_limit(const Query& q, Transport t) const {
@@ -128,7 +148,7 @@ bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::addres
   auto err = parse_query(pkt, q);
   // Runts and responses get no answer: answering responses invites reflection loops.
   if (err == WireError::short_header || err == WireError::is_response) return false;
-  auto now = clock::now();
+  const auto now = now_ = clock::now();
   auto rec = make_record(q, client, client_port, t);
   // One snapshot for the whole decision; every record, refusals included, names its
   // generation and mode.
@@ -238,6 +258,7 @@ void DnsWorker::on_upstream(void* arg, int status, int /*timeouts*/, unsigned ch
 }
 
 void DnsWorker::finish_forward(Forward& f, int status, std::span<const std::uint8_t> answer) {
+  now_ = clock::now();
   auto& rec = f.rec;
   if (status != ARES_SUCCESS || answer.empty()) {
     // Fail closed: no answer is better than a guess.

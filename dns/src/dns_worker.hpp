@@ -27,6 +27,7 @@
 #include "vibepit/runtime/ares_channel.hpp"
 #include "vibepit/runtime/config.hpp"
 #include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/runtime/record_folder.hpp"
 #include "vibepit/runtime/token_bucket.hpp"
 
 namespace vibepit::dns {
@@ -101,7 +102,10 @@ class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
                    runtime::DecisionRecord& rec, const ReplyTo& to);
   runtime::DecisionRecord make_record(const Query& q, const asio::ip::address& client,
                                       std::uint16_t port, Transport t);
+  // Writes `rec`, or folds it (RecordFolder): over-limit queries always, other denials past
+  // decision-log-per-client.
   void emit(runtime::DecisionRecord& rec, Rcode rc);
+  void arm_fold_timer();  // summaries are due: write them when the interval ends
   Rcode deny_rcode() const { return cfg_.dns.deny_nxdomain ? Rcode::nxdomain : Rcode::refused; }
   std::size_t reply_limit(const Query& q, Transport t) const;
 
@@ -113,6 +117,10 @@ class DnsWorker : public std::enable_shared_from_this<DnsWorker> {
   SharedCache& cache_;
   std::vector<policy::IpAddr> hit_addrs_;  // a cache hit's addresses; capacity reused
   RateLimiter limiter_;
+  runtime::RecordFolder folder_;
+  asio::steady_timer fold_timer_;
+  bool fold_timer_armed_ = false;
+  std::chrono::steady_clock::time_point now_{};  // when the query being handled arrived
   std::vector<asio::ip::udp::socket> udp_;
   std::vector<asio::ip::tcp::acceptor> tcp_;
   runtime::SpareDescriptor spare_;  // one client refused (closed) when out of descriptors

@@ -180,6 +180,8 @@ void DnsWorker::start() {
 
 void DnsWorker::stop() {
   stopped_ = true;
+  folder_.flush(std::chrono::steady_clock::now(), true);  // the last summaries
+  fold_timer_.cancel();
   asio::error_code ignored;
   for (auto& u : udp_) u.close(ignored);
   for (auto& a : tcp_) a.close(ignored);

@@ -108,8 +108,10 @@ bool DecisionLogReader::add(std::string_view line) {
 
   const bool would_deny = flag(rec, "would_deny") && verdict == "allow";
   const std::string v = would_deny ? "would_deny" : verdict;
-  ++d.count;
-  ++(v == "deny" ? d.denied : v == "would_deny" ? d.would_deny : d.allowed);
+  // A summary record stands for `count` decisions of one client (folded by the proxy).
+  const std::uint64_t n = std::max<std::uint64_t>(number(rec, "count"), 1);
+  d.count += n;
+  (v == "deny" ? d.denied : v == "would_deny" ? d.would_deny : d.allowed) += n;
   const std::string ts = text(rec, "ts");
   if (!ts.empty() && (d.first.empty() || ts < d.first)) d.first = ts;
   if (!ts.empty() && ts > d.last) d.last = ts;

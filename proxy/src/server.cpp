@@ -50,7 +50,13 @@ bool take_client(Worker& w, tcp::socket sock, const tcp::endpoint& peer) {
 
 Worker::Worker(const runtime::Config& c, policy::SnapshotStore& s,
                runtime::DecisionLog::Producer& p, std::atomic<std::size_t>& a)
-    : cfg(c), store(s), log(p), active(a), resolver(io, c.upstream_dns, c.resolve_timeout) {
+    : cfg(c),
+      store(s),
+      log(p),
+      active(a),
+      resolver(io, c.upstream_dns, c.resolve_timeout),
+      folder(c.decision_log_per_client,
+             [&p](runtime::DecisionRecord&& r) { p.push(std::move(r)); }) {
   lookup = [this](std::string host) {
     return resolver.async_resolve(std::move(host), asio::use_awaitable);
   };
@@ -62,6 +68,17 @@ Worker::Worker(const runtime::Config& c, policy::SnapshotStore& s,
 }
 
 Worker::~Worker() = default;
+
+void Worker::arm_fold_timer() {
+  if (fold_timer_armed || !folder.pending()) return;
+  fold_timer_armed = true;
+  fold_timer.expires_at(folder.due());
+  fold_timer.async_wait([this](const asio::error_code& ec) {
+    if (ec) return;
+    fold_timer_armed = false;
+    folder.flush(std::chrono::steady_clock::now(), true);
+  });
+}
 
 ProxyServer::ProxyServer(const runtime::Config& cfg, policy::SnapshotStore& store,
                          runtime::DecisionLog& log)
@@ -158,6 +175,8 @@ void ProxyServer::shutdown() {
     if (t.joinable()) t.join();
   }
   threads_.clear();
+  // The threads are gone: their producers may be used from here. The last summaries.
+  for (auto& w : workers_) w->folder.flush(std::chrono::steady_clock::now(), true);
 }
 
 }  // namespace vibepit::proxy

@@ -26,6 +26,7 @@ Session::Session(Worker& w, tcp::socket client, const tcp::endpoint& peer)
     : w_(w), client_(std::move(client)), upstream_(w.io), timer_(w.io) {
   w_.sessions.insert(this);
   auto addr = peer.address();
+  client_ip_ = runtime::to_ip_addr(addr);
   client_text_ = policy::join_host_port(addr.to_string(), peer.port());
   // TCP_NODELAY comes from the listening socket (ProxyServer::listen).
 }
@@ -219,6 +220,12 @@ void Session::mark_decided(runtime::DecisionRecord& rec) {
 }
 
 void Session::emit(runtime::DecisionRecord rec) {
+  // Denials past decision-log-per-client are folded into one summary per client and second.
+  if (rec.verdict == policy::Verdict::deny && !rec.close &&
+      !w_.folder.admit(rec, client_ip_, clock::now())) {
+    w_.arm_fold_timer();
+    return;
+  }
   w_.log.push(std::move(rec));
 }
 

@@ -347,6 +347,16 @@ Config parse_config(std::string_view json_text) {
       cfg.max_connections = bounded_number(v, key, 1, 1'000'000);
     } else if (key == "decision-ring") {
       cfg.decision_ring = bounded_number(v, key, 1, 10'000'000);
+    } else if (key == "decision-log-per-client") {
+      cfg.decision_log_per_client =
+          static_cast<std::uint32_t>(bounded_number(v, key, 0, 1'000'000));
+    } else if (key == "decision-log-max-bytes") {
+      cfg.decision_log_max_bytes = bounded_number(v, key, 0, std::uint64_t{1} << 50);
+      if (cfg.decision_log_max_bytes != 0 && cfg.decision_log_max_bytes < 65'536) {
+        throw ConfigError(key, "must be 0 (no cap) or at least 65536 bytes");
+      }
+    } else if (key == "decision-log-keep") {
+      cfg.decision_log_keep = static_cast<unsigned>(bounded_number(v, key, 1, 100));
     } else if (parse_dns_key(key, v, cfg.dns) || parse_control_key(key, v, cfg.control)) {
       // handled
     } else {

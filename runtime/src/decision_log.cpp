@@ -3,8 +3,11 @@
 #include "vibepit/policy/ip.hpp"
 #include "vibepit/runtime/config.hpp"
 
+#include <sys/stat.h>
+
 #include <bit>
 #include <chrono>
+#include <cstdio>
 #include <stdexcept>
 #include <string_view>
 
@@ -109,6 +112,13 @@ void mode_fields(std::string& out, const DecisionRecord& r) {
   if (r.would_deny && r.verdict == policy::Verdict::allow) out += ",\"would_deny\":true";
 }
 
+// A summary stands for `count` decisions of one client in one interval (RecordFolder).
+void summary_fields(std::string& out, const DecisionRecord& r) {
+  if (r.count == 0) return;
+  field(out, "count", r.count);
+  field(out, "interval_ms", std::uint64_t{r.interval_ms});
+}
+
 void dns_fields(std::string& out, const DecisionRecord& r) {
   if (r.client.empty() && r.client_port != 0) {
     field(out, "client", policy::join_host_port(r.client_ip.to_string(), r.client_port));
@@ -133,6 +143,7 @@ void dns_fields(std::string& out, const DecisionRecord& r) {
   if (!r.detail.empty()) field(out, "detail", r.detail);
   field(out, "gen", r.gen);
   mode_fields(out, r);
+  summary_fields(out, r);
   if (r.elapsed_us) field(out, "us", std::uint64_t{r.elapsed_us});
 }
 
@@ -173,6 +184,7 @@ std::string to_json_line(const DecisionRecord& r) {
   if (r.status != 0) field(out, "status", std::uint64_t{r.status});
   field(out, "gen", r.gen);
   mode_fields(out, r);
+  summary_fields(out, r);
   if (r.elapsed_us && !r.close) field(out, "us", std::uint64_t{r.elapsed_us});
   if (r.close || r.totals) {
     field(out, "bytes_up", r.bytes_up);
@@ -212,20 +224,46 @@ std::uint64_t DecisionLog::Producer::next_id() {
   return id_next_++;
 }
 
-DecisionLog::DecisionLog(const std::string& path, std::size_t ring_capacity)
-    : ring_capacity_(ring_capacity) {
+DecisionLog::DecisionLog(const std::string& path, std::size_t ring_capacity, LogRotation rotation)
+    : rotation_(rotation), ring_capacity_(ring_capacity) {
   if (path == "-") {
     out_ = stdout;
   } else if (!path.empty()) {
     out_ = std::fopen(path.c_str(), "ae");
     if (!out_) throw std::runtime_error("cannot open decision log \"" + path + "\"");
     own_out_ = true;
+    path_ = path;
+    struct stat st {};
+    if (::fstat(::fileno(out_), &st) == 0) file_bytes_ = static_cast<std::uint64_t>(st.st_size);
   }
+}
+
+void DecisionLog::rotate() {
+  std::fclose(out_);
+  out_ = nullptr;
+  for (unsigned i = rotation_.keep; i > 1; --i) {
+    const std::string older = path_ + "." + std::to_string(i - 1);
+    (void)std::rename(older.c_str(), (path_ + "." + std::to_string(i)).c_str());
+  }
+  (void)std::rename(path_.c_str(), (path_ + ".1").c_str());
+  out_ = std::fopen(path_.c_str(), "ae");
+  file_bytes_ = 0;
+  rotations_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void DecisionLog::write_line(const std::string& line) {
+  if (own_out_ && rotation_.max_bytes != 0 && file_bytes_ != 0 &&
+      file_bytes_ + line.size() > rotation_.max_bytes) {
+    rotate();
+  }
+  if (!out_) return;  // the reopen after a rotation failed: drain_once tries again
+  std::fwrite(line.data(), 1, line.size(), out_);
+  file_bytes_ += line.size();
 }
 
 DecisionLog::~DecisionLog() {
   stop();
-  if (own_out_) std::fclose(out_);
+  if (own_out_ && out_) std::fclose(out_);
 }
 
 std::uint64_t DecisionLog::take_id_block() {
@@ -259,9 +297,8 @@ std::size_t DecisionLog::drain_once() {
     }
   }
   if (batch.empty()) return 0;
-  if (out_) {
-    for (const auto& line : batch) std::fwrite(line.data(), 1, line.size(), out_);
-  }
+  if (own_out_ && !out_) out_ = std::fopen(path_.c_str(), "ae");
+  for (const auto& line : batch) write_line(line);
   {
     std::lock_guard lock(ring_mu_);  // once per batch, not per record
     for (auto& line : batch) {

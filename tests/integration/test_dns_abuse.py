@@ -2,9 +2,11 @@
 """The DNS server under abuse: the per-client rate limit, malformed packets over UDP and
 TCP, idle and pipelined TCP clients. Other clients keep being served."""
 
+import os
 import random
 import socket
 import struct
+import threading
 import time
 
 from harness import base, fake_dns
@@ -62,6 +64,61 @@ class DnsAbuseTest(DnsCase):
         self.check_record(limited[0], "REFUSED", "udp", "rate_limited")
         time.sleep(1.5)
         self.assertServing(proxy=p)
+
+    def test_flood_over_the_limit_is_folded_into_summaries(self):
+        """100 000 queries from one client over its rate: the log holds a handful of whole
+        records and one summary per second, and their counts add up to every query."""
+        n = 100_000
+        p = self.dns_proxy(allow_dns=["allowed.test"], dns_client_qps=10, dns_client_burst=10)
+        size_before = os.path.getsize(p.log_path)
+        s = self.tcp_connect(proxy=p, timeout=30)
+        client = "127.0.0.1:%d" % s.getsockname()[1]
+        wire = b"".join(struct.pack("!H", len(q)) + q
+                        for q in (build_query("other.test", A, qid=i & 0xFFFF) for i in range(n)))
+        sender = threading.Thread(target=s.sendall, args=(wire,), daemon=True)
+        sender.start()
+        buf, answers, rcodes = b"", 0, {}
+        deadline = time.monotonic() + 60
+        while answers < n and time.monotonic() < deadline:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            buf += chunk
+            pos = 0
+            while len(buf) - pos >= 2:
+                size = struct.unpack_from("!H", buf, pos)[0]
+                if len(buf) - pos - 2 < size:
+                    break
+                rcode = buf[pos + 5] & 0x0F
+                rcodes[rcode] = rcodes.get(rcode, 0) + 1
+                pos += 2 + size
+                answers += 1
+            buf = buf[pos:]
+        sender.join(5)
+        self.assertEqual(answers, n, "answers to %d of %d queries%s" % (answers, n, p.diag()))
+        self.assertEqual(rcodes, {REFUSED: n}, rcodes)
+
+        mine = lambda r: r.get("client") == client
+        total = lambda recs: sum(r.get("count", 1) for r in recs)
+        recs = []
+        deadline = time.monotonic() + 5     # summaries are written when their second ends
+        while time.monotonic() < deadline:
+            recs = p.dns_records(mine)
+            if total(recs) >= n:
+                break
+            time.sleep(0.1)
+        summaries = [r for r in recs if "count" in r]
+        self.assertEqual(total(recs), n, "records account for %d of %d queries: %d records, %d "
+                         "summaries%s" % (total(recs), n, len(recs), len(summaries), p.diag()))
+        self.assertTrue(summaries, "no summary record")
+        for r in summaries:
+            self.assertEqual((r["verdict"], r["interval_ms"]), ("deny", 1000), r)
+            self.assertGreater(r["count"], 0, r)
+            self.assertEqual(r["gen"], 1, r)
+        self.assertIn("rate_limited", {r["reason"] for r in summaries})
+        grown = os.path.getsize(p.log_path) - size_before
+        self.assertLess(grown, 64 * 1024, "the log grew %d bytes for %d queries (%d records)"
+                        % (grown, n, len(recs)))
 
     # ---------------------------------------------------------- malformed input
 

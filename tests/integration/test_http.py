@@ -4,6 +4,7 @@ refusals, and request smuggling attempts (all refused with 400)."""
 
 import hashlib
 import socket
+import threading
 import time
 
 from harness import base
@@ -285,6 +286,48 @@ class RefusalRecordTest(base.TopologyCase):
                                  ("deny", reason, host, status), why)
                 c.close()
         self.assertNoCanaryHits()
+
+
+class DenyFloodTest(base.TopologyCase):
+    """A client repeating denied requests cannot fill the log: past decision-log-per-client
+    records a second, its denials are folded into one summary per second."""
+    proxy_config = {"allow_http": RULES, "decision_log_per_client": 50}
+
+    def test_denied_flood_is_folded_and_counted(self):
+        n = 3000
+        c = self.raw(timeout=30)
+        client = "127.0.0.1:%d" % c.sock.getsockname()[1]
+        request = get("http://other.test/", "other.test").encode()
+        sender = threading.Thread(target=c.sock.sendall, args=(request * n,), daemon=True)
+        sender.start()
+        got, seen = b"", 0
+        deadline = time.monotonic() + 60
+        while seen < n and time.monotonic() < deadline:
+            chunk = c.sock.recv(1 << 20)
+            if not chunk:
+                break
+            got += chunk
+            seen = got.count(b"HTTP/1.1 403 Forbidden\r\n")
+        sender.join(5)
+        self.assertEqual(seen, n, "403s for %d of %d requests%s" % (seen, n, self.diag()))
+        mine = lambda r: r.get("client") == client
+        recs = []
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            recs = [r for r in self.proxy.records() if mine(r)]
+            if sum(r.get("count", 1) for r in recs) >= n:
+                break
+            time.sleep(0.1)
+        whole = [r for r in recs if "count" not in r]
+        summaries = [r for r in recs if "count" in r]
+        self.assertEqual(sum(r.get("count", 1) for r in recs), n, "%d whole, %d summaries%s"
+                         % (len(whole), len(summaries), self.diag()))
+        self.assertTrue(summaries)
+        self.assertLess(len(recs), n // 10, "%d records for %d denials" % (len(recs), n))
+        for r in recs:
+            self.assertEqual((r["verdict"], r["reason"], r["host"], r["status"]),
+                             ("deny", "not_allowlisted", "other.test", 403), r)
+        c.close()
 
 
 class SmugglingTest(base.TopologyCase):

@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -236,6 +240,52 @@ TEST(DecisionLog, ProducersOnManyThreadsLoseNothingWhenThereIsRoom) {
   for (auto* p : producers) dropped += p->dropped();
   EXPECT_EQ(dropped, 0u);  // each queue holds more than its producer ever pushes
   EXPECT_EQ(log.written(), 8000u);
+}
+
+}  // namespace
+}  // namespace vibepit::runtime
+
+namespace vibepit::runtime {
+namespace {
+
+// The file is rotated before the line that would take it past max_bytes; PATH.1 is the
+// newest old file, PATH.<keep> the oldest, and nothing older is kept.
+TEST(DecisionLog, RotatesPastMaxBytesKeepingTheNewestFiles) {
+  char dir_template[] = "/tmp/vibepit-rotate-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template, path = dir + "/decisions.ndjson";
+  const std::size_t line = to_json_line(sample()).size();
+  {
+    DecisionLog log(path, 10, LogRotation{10 * line, 2});
+    auto& p = log.make_producer(1 << 10);
+    log.start();
+    for (int i = 0; i < 45; ++i) p.push(sample());  // ids 0: every line is the same size
+    log.stop();
+    EXPECT_EQ(log.written(), 45u);
+    EXPECT_EQ(log.rotations(), 4u);  // 45 lines, 10 a file: 4 full files, then 5 lines
+  }
+  auto lines = [](const std::string& f) {
+    std::ifstream in(f);
+    std::size_t n = 0;
+    for (std::string l; std::getline(in, l);) ++n;
+    return n;
+  };
+  EXPECT_EQ(lines(path), 5u);
+  EXPECT_EQ(lines(path + ".1"), 10u);
+  EXPECT_EQ(lines(path + ".2"), 10u);
+  EXPECT_FALSE(std::filesystem::exists(path + ".3"));
+  // Reopened with the file at 5 lines: the count starts from its size.
+  {
+    DecisionLog log(path, 10, LogRotation{10 * line, 2});
+    auto& p = log.make_producer(1 << 10);
+    log.start();
+    for (int i = 0; i < 6; ++i) p.push(sample());
+    log.stop();
+    EXPECT_EQ(log.rotations(), 1u);
+  }
+  EXPECT_EQ(lines(path), 1u);
+  EXPECT_EQ(lines(path + ".1"), 10u);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <asio/error_code.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
 
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/resolver.hpp"
@@ -23,6 +24,7 @@
 #include "vibepit/runtime/config.hpp"
 #include "vibepit/runtime/decision_log.hpp"
 #include "vibepit/runtime/loop.hpp"
+#include "vibepit/runtime/record_folder.hpp"
 
 namespace vibepit::proxy {
 
@@ -51,8 +53,12 @@ struct Worker {
   runtime::DecisionLog::Producer& log;
   std::atomic<std::size_t>& active;  // connections open across all workers
   Resolver resolver;
-  LookupFn lookup;    // resolver.async_resolve
-  ConnectFn connect;  // socket.async_connect
+  runtime::RecordFolder folder;  // deny records past decision-log-per-client
+  asio::steady_timer fold_timer{io};
+  bool fold_timer_armed = false;
+  void arm_fold_timer();  // summaries are due: write them when the interval ends
+  LookupFn lookup;        // resolver.async_resolve
+  ConnectFn connect;      // socket.async_connect
   std::vector<asio::ip::tcp::acceptor> acceptors;
   runtime::SpareDescriptor spare;  // released to accept-and-refuse when out of descriptors
 };

@@ -106,6 +106,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Phase phase_ = Phase::wait_request;
   bool timed_out_ = false;
   bool closed_ = false;
+  policy::IpAddr client_ip_;
   std::string client_text_;
   std::string inbuf_;
   std::string upbuf_;

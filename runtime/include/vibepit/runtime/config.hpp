@@ -82,6 +82,12 @@ struct Config {
   std::size_t max_response_head = 64 * 1024;
   std::size_t max_connections = 10'000;
   std::size_t decision_ring = 10'000;
+  // Deny records written whole per client per second; the rest are folded into one summary
+  // record per client per second (RecordFolder). 0: deny records are never folded.
+  std::uint32_t decision_log_per_client = 100;
+  // The decision-log file is rotated past this size (0: never), keeping this many old files.
+  std::uint64_t decision_log_max_bytes = 100ull << 20;
+  unsigned decision_log_keep = 3;
   DnsConfig dns;
   ControlConfig control;
 };

@@ -43,6 +43,10 @@ struct DecisionRecord {
   std::uint64_t bytes_down = 0;
   std::uint64_t ms = 0;
   std::uint32_t elapsed_us = 0;  // request arrival to decision; 0 when not measured
+  // A summary (RecordFolder): this record stands for `count` decisions of its client and
+  // reason in an interval of `interval_ms`, folded into one. 0: an ordinary record.
+  std::uint64_t count = 0;
+  std::uint32_t interval_ms = 0;
   // DNS decisions (src "dns"): host holds the QNAME; the answer's addresses are formatted
   // by the writer thread, not on the I/O thread.
   std::uint16_t qtype = 0;          // 0 when the query could not be parsed that far
@@ -58,6 +62,13 @@ struct DecisionRecord {
 
 std::string to_json_line(const DecisionRecord& r);  // one NDJSON line, with '\n'
 std::int64_t now_us();  // the wall clock of DecisionRecord::ts_us, microseconds
+
+// Rotation of the decision-log file: past max_bytes (0: never) it is renamed PATH.1 (PATH.1
+// to PATH.2, and so on; PATH.<keep> is the oldest kept) and a new PATH is started.
+struct LogRotation {
+  std::uint64_t max_bytes = 0;
+  unsigned keep = 3;
+};
 
 class DecisionLog {
  public:
@@ -88,7 +99,7 @@ class DecisionLog {
   };
 
   // path: a file (appended), "-" for stdout, or "" for no file (ring only).
-  DecisionLog(const std::string& path, std::size_t ring_capacity);
+  DecisionLog(const std::string& path, std::size_t ring_capacity, LogRotation rotation = {});
   ~DecisionLog();
   DecisionLog(const DecisionLog&) = delete;
   DecisionLog& operator=(const DecisionLog&) = delete;
@@ -109,15 +120,22 @@ class DecisionLog {
   std::uint64_t last_seq() const;  // the newest ring entry's seq, 0 when none yet
   std::uint64_t dropped() const;   // records lost to full queues, over all producers
   std::uint64_t written() const { return written_.load(std::memory_order_relaxed); }
+  std::uint64_t rotations() const { return rotations_.load(std::memory_order_relaxed); }
 
  private:
   void run();
+  void write_line(const std::string& line);  // writer thread: to the file, rotating first
+  void rotate();
   std::size_t drain_once();
   std::uint64_t take_id_block();
 
   std::function<void(const DecisionRecord&)> observer_;
   std::FILE* out_ = nullptr;
   bool own_out_ = false;
+  std::string path_;
+  LogRotation rotation_;
+  std::uint64_t file_bytes_ = 0;  // the size of the current file
+  std::atomic<std::uint64_t> rotations_{0};
   std::vector<std::unique_ptr<Producer>> producers_;
   std::atomic<std::uint64_t> id_blocks_{0};
   std::atomic<bool> stopping_{false};

@@ -1,5 +1,5 @@
 #pragma once
-// The one conversion from the policy's address type to an Asio endpoint.
+// The conversions between the policy's address type and Asio's.
 #include <algorithm>
 #include <cstdint>
 
@@ -16,6 +16,19 @@ inline asio::ip::tcp::endpoint to_tcp_endpoint(const policy::IpAddr& ip, std::ui
     return {asio::ip::address_v6(b), port};
   }
   return {asio::ip::address_v4({ip.bytes[0], ip.bytes[1], ip.bytes[2], ip.bytes[3]}), port};
+}
+
+inline policy::IpAddr to_ip_addr(const asio::ip::address& a) {
+  policy::IpAddr ip;
+  if (a.is_v4()) {
+    const auto b = a.to_v4().to_bytes();
+    std::copy(b.begin(), b.end(), ip.bytes.begin());
+  } else {
+    const auto b = a.to_v6().to_bytes();
+    ip.v6 = true;
+    std::copy(b.begin(), b.end(), ip.bytes.begin());
+  }
+  return ip;
 }
 
 }  // namespace vibepit::runtime
