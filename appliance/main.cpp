@@ -57,6 +57,7 @@ int wait_for_signal() {
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   int sig = 0;
   sigwait(&set, &sig);
   return sig;
@@ -123,6 +124,7 @@ int main(int argc, char** argv) {
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);  // reopens the decision log
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit(cfg);
@@ -178,6 +180,10 @@ int main(int argc, char** argv) {
     spdlog::info("ready: {} allow-http, {} allow-dns rules, generation {}",
                  cfg.rules.allow_http.size(), cfg.rules.allow_dns.size(), store.generation());
     int sig = wait_for_signal();
+    for (; sig == SIGHUP; sig = wait_for_signal()) {
+      spdlog::info("signal {}: reopening the decision log", sig);
+      log.reopen();
+    }
     spdlog::info("signal {}: draining (up to {} ms)", sig, cfg.drain_timeout.count());
     if (control) control->stop();
     if (dns) dns->stop();

@@ -63,6 +63,7 @@ class ControlPlane::Metrics : public StatsSource {
   std::string stats_json() const override {
     auto j = stats_.to_json();
     j["decision_log_dropped"] = log_.dropped();
+    j["decision_log_unwritten"] = log_.unwritten();
     if (server_) {
       j["control"] = {{"accepted", server_->accepted.load()},
                       {"refused_busy", server_->refused_busy.load()},
@@ -80,7 +81,12 @@ class ControlPlane::Metrics : public StatsSource {
         "# HELP vibepit_decision_log_dropped_total Decision records dropped because a queue was "
         "full.\n# TYPE vibepit_decision_log_dropped_total counter\n"
         "vibepit_decision_log_dropped_total " +
-        std::to_string(log_.dropped()) + "\n";
+        std::to_string(log_.dropped()) +
+        "\n# HELP vibepit_decision_log_unwritten_total Decision records the log file could not "
+        "take (disk full, the file gone); they stayed in the ring.\n"
+        "# TYPE vibepit_decision_log_unwritten_total counter\n"
+        "vibepit_decision_log_unwritten_total " +
+        std::to_string(log_.unwritten()) + "\n";
     if (server_) {
       out +=
           "# HELP vibepit_control_errors_total Control connections and requests refused, by "

@@ -3,11 +3,17 @@
 #include "vibepit/policy/ip.hpp"
 #include "vibepit/runtime/config.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
 
 #include <bit>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string_view>
 
@@ -227,43 +233,117 @@ std::uint64_t DecisionLog::Producer::next_id() {
 DecisionLog::DecisionLog(const std::string& path, std::size_t ring_capacity, LogRotation rotation)
     : rotation_(rotation), ring_capacity_(ring_capacity) {
   if (path == "-") {
-    out_ = stdout;
+    to_stdout_ = true;
   } else if (!path.empty()) {
-    out_ = std::fopen(path.c_str(), "ae");
-    if (!out_) throw std::runtime_error("cannot open decision log \"" + path + "\"");
-    own_out_ = true;
     path_ = path;
-    struct stat st {};
-    if (::fstat(::fileno(out_), &st) == 0) file_bytes_ = static_cast<std::uint64_t>(st.st_size);
+    if (!open_file()) {
+      throw std::runtime_error("cannot open decision log \"" + path +
+                               "\": " + std::strerror(errno));
+    }
   }
 }
 
+bool DecisionLog::open_file() {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) return false;
+  struct stat st {};
+  file_bytes_ = ::fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+  return true;
+}
+
+void DecisionLog::close_file() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
 void DecisionLog::rotate() {
-  std::fclose(out_);
-  out_ = nullptr;
+  close_file();
   for (unsigned i = rotation_.keep; i > 1; --i) {
     const std::string older = path_ + "." + std::to_string(i - 1);
     (void)std::rename(older.c_str(), (path_ + "." + std::to_string(i)).c_str());
   }
   (void)std::rename(path_.c_str(), (path_ + ".1").c_str());
-  out_ = std::fopen(path_.c_str(), "ae");
-  file_bytes_ = 0;
+  (void)open_file();
   rotations_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void DecisionLog::write_line(const std::string& line) {
-  if (own_out_ && rotation_.max_bytes != 0 && file_bytes_ != 0 &&
-      file_bytes_ + line.size() > rotation_.max_bytes) {
-    rotate();
+// Writes `buf` (`lines` whole lines) to the file. What cannot be written (disk full, the
+// file gone) is counted in unwritten(), and the proxy goes on: the records are still in
+// the ring. A line cut short is ended by the next write, so the file stays one record a line.
+void DecisionLog::write_out(std::string& buf, std::size_t lines) {
+  if (buf.empty()) return;
+  if (fd_ < 0 && !open_file()) {
+    note_write_failure(lines, errno);
+    buf.clear();
+    return;
   }
-  if (!out_) return;  // the reopen after a rotation failed: drain_once tries again
-  std::fwrite(line.data(), 1, line.size(), out_);
-  file_bytes_ += line.size();
+  const std::size_t prefix = broken_line_ ? 1 : 0;  // ends the line a failed write cut
+  if (prefix) buf.insert(buf.begin(), '\n');
+  std::size_t done = 0;
+  int err = 0;
+  while (done < buf.size()) {
+    const ssize_t n = ::write(fd_, buf.data() + done, buf.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  file_bytes_ += done;
+  if (done == buf.size()) {
+    broken_line_ = false;
+    if (failing_) {
+      failing_ = false;
+      spdlog::info("decision log {}: writing again", path_);
+    }
+  } else {
+    const auto start = buf.begin() + static_cast<std::ptrdiff_t>(std::min(prefix, done));
+    const auto whole = static_cast<std::size_t>(
+        std::count(start, buf.begin() + static_cast<std::ptrdiff_t>(done), '\n'));
+    broken_line_ = done < prefix || (done > prefix && buf[done - 1] != '\n');
+    note_write_failure(lines - whole, err);
+  }
+  buf.clear();
+}
+
+void DecisionLog::note_write_failure(std::size_t lines, int err) {
+  unwritten_.fetch_add(lines, std::memory_order_relaxed);
+  if (!failing_) {
+    failing_ = true;
+    spdlog::error("decision log {}: {}; records are counted as unwritten until it recovers", path_,
+                  std::strerror(err));
+  }
+}
+
+void DecisionLog::write_batch(const std::vector<std::string>& batch) {
+  if (to_stdout_) {
+    for (const auto& line : batch) std::fwrite(line.data(), 1, line.size(), stdout);
+    return;
+  }
+  if (path_.empty()) return;
+  std::string buf;
+  std::size_t lines = 0;
+  for (const auto& line : batch) {
+    if (rotation_.max_bytes != 0 && file_bytes_ + buf.size() != 0 &&
+        file_bytes_ + buf.size() + line.size() > rotation_.max_bytes) {
+      write_out(buf, lines);
+      lines = 0;
+      rotate();
+    }
+    buf += line;
+    ++lines;
+  }
+  write_out(buf, lines);
+}
+
+void DecisionLog::reopen() {
+  reopen_.store(true, std::memory_order_release);
 }
 
 DecisionLog::~DecisionLog() {
   stop();
-  if (own_out_ && out_) std::fclose(out_);
+  close_file();
 }
 
 std::uint64_t DecisionLog::take_id_block() {
@@ -297,8 +377,7 @@ std::size_t DecisionLog::drain_once() {
     }
   }
   if (batch.empty()) return 0;
-  if (own_out_ && !out_) out_ = std::fopen(path_.c_str(), "ae");
-  for (const auto& line : batch) write_line(line);
+  write_batch(batch);
   {
     std::lock_guard lock(ring_mu_);  // once per batch, not per record
     for (auto& line : batch) {
@@ -315,8 +394,13 @@ void DecisionLog::run() {
   // Polling keeps producers free of any wake-up syscall; 2 ms bounds the log's latency.
   for (;;) {
     bool stopping = stopping_.load(std::memory_order_acquire);
+    if (reopen_.exchange(false, std::memory_order_acq_rel) && !path_.empty()) {
+      close_file();  // a rotation by someone else (logrotate): start PATH anew
+      broken_line_ = false;
+      if (!open_file()) note_write_failure(0, errno);
+    }
     if (drain_once() == 0) {
-      if (out_) std::fflush(out_);
+      if (to_stdout_) std::fflush(stdout);
       if (stopping) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }

@@ -13,6 +13,7 @@
 import json
 import os
 import re
+import signal
 import stat
 import subprocess
 import time
@@ -388,6 +389,105 @@ class SlowFollower(ControlCase):
             time.sleep(0.05)
         self.assertEqual(got["lost"], 40, got)
         self.assertEqual(len(got["records"]), 20)
+
+
+class LogFaultTest(base.TopologyCase):
+    """The decision log under faults: a full disk costs the file its records, counted in
+    /metrics, while the proxy keeps serving, and writing resumes when space returns; SIGHUP
+    reopens the file after an outside rotation."""
+
+    def small_disk(self, kib):
+        d = os.path.join(self.topo.tmp, "disk-%s" % self.id().rsplit(".", 1)[-1])
+        os.makedirs(d)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dk,mode=0755" % kib, "tmpfs", d],
+                       check=True)
+        self.addCleanup(subprocess.run, ["umount", "-l", d], check=False)
+        return d
+
+    def control_proxy(self, log_path):
+        sd = os.path.join(self.topo.tmp, "s-" + self.id().rsplit("_", 1)[-1])  # a short session id
+        p = self.start_proxy(**control_config(), decision_log=log_path, decision_log_per_client=0,
+                             allow_http=["allowed.test:443"], extra_args=["--session-dir", sd])
+        c = ControlConn.for_session(self.topo, self.topo.px, CHOST, p.control_listeners[0][1], sd)
+        self.addCleanup(c.close)
+        return p, c
+
+    @staticmethod
+    def unwritten(c):
+        body = c.request("GET", "/metrics").body
+        return int(re.search(r"^vibepit_decision_log_unwritten_total (\d+)$", body, re.M).group(1))
+
+    def deny(self, p, prefix, n):
+        for i in range(n):
+            conn, resp = self.tunnel("%s%d.test:443" % (prefix, i), proxy=p)
+            self.assertStatus(resp, 403)
+            conn.close()
+
+    @staticmethod
+    def lines(path):
+        with open(path, "rb") as f:
+            return f.read().split(b"\n")[:-1]
+
+    def test_full_disk_is_counted_and_writing_resumes(self):
+        d = self.small_disk(64)
+        path = os.path.join(d, "decisions.ndjson")
+        p, c = self.control_proxy(path)
+        filler = os.path.join(d, "filler")
+        with open(filler, "wb", buffering=0) as f:     # fill the disk to the last byte
+            for size in (4096, 64, 1):
+                try:
+                    while True:
+                        f.write(b"x" * size)
+                except OSError:
+                    pass
+        self.deny(p, "full", 50)
+        deadline = time.monotonic() + 5
+        while self.unwritten(c) < 50 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        lost = self.unwritten(c)
+        self.assertGreaterEqual(lost, 50, p.diag())
+        self.assertIn("No space left on device", p.stderr())
+        conn, resp = self.tunnel("allowed.test:443", proxy=p)   # still serving
+        self.assertStatus(resp, 200)
+        conn.close()
+        os.unlink(filler)                 # space returns
+        self.deny(p, "after", 20)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            got = [json.loads(l) for l in self.lines(path) if l.startswith(b"{") and l.endswith(b"}")]
+            if sum(1 for r in got if r.get("host", "").startswith("after")) == 20:
+                break
+            time.sleep(0.05)
+        hosts = [r.get("host", "") for r in got]
+        self.assertEqual(sum(1 for h in hosts if h.startswith("after")), 20, p.diag())
+        self.assertLessEqual(self.unwritten(c), lost + 1, "writes still failing after space returned")
+        self.assertIn("writing again", p.stderr())
+        bad = [l for l in self.lines(path) if not (l.startswith(b"{") and l.endswith(b"}"))]
+        self.assertLessEqual(len(bad), 1, "more than the one line cut by the full disk: %r" % bad)
+
+    def test_sighup_reopens_the_log_after_an_outside_rotation(self):
+        d = os.path.join(self.topo.tmp, "rot")
+        os.makedirs(d)
+        path = os.path.join(d, "decisions.ndjson")
+        p, c = self.control_proxy(path)
+        self.deny(p, "before", 3)
+        deadline = time.monotonic() + 3
+        while len(self.lines(path)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.rename(path, path + ".1")      # what logrotate does
+        p.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 3
+        while "reopening the decision log" not in p.stderr() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.deny(p, "after", 2)
+        deadline = time.monotonic() + 3
+        while not os.path.exists(path) or len(self.lines(path)) < 2:
+            if time.monotonic() > deadline:
+                self.fail("no new file after SIGHUP%s" % p.diag())
+            time.sleep(0.05)
+        self.assertEqual([json.loads(l)["host"] for l in self.lines(path)], ["after0.test", "after1.test"])
+        self.assertEqual(len(self.lines(path + ".1")), 3)
+        self.assertTrue(p.alive())
 
 
 if __name__ == "__main__":

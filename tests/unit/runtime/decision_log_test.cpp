@@ -290,3 +290,50 @@ TEST(DecisionLog, RotatesPastMaxBytesKeepingTheNewestFiles) {
 
 }  // namespace
 }  // namespace vibepit::runtime
+
+namespace vibepit::runtime {
+namespace {
+
+std::size_t count_lines(const std::string& f) {
+  std::ifstream in(f);
+  std::size_t n = 0;
+  for (std::string l; std::getline(in, l);) ++n;
+  return n;
+}
+
+// After an outside rotation (the file renamed away), reopen() starts PATH anew.
+TEST(DecisionLog, ReopenStartsThePathAnew) {
+  char dir_template[] = "/tmp/vibepit-reopen-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template, path = dir + "/decisions.ndjson";
+  DecisionLog log(path, 10);
+  auto& p = log.make_producer(64);
+  log.start();
+  for (int i = 0; i < 3; ++i) p.push(sample());
+  wait_written(log, 3);
+  std::filesystem::rename(path, path + ".old");
+  log.reopen();
+  for (int i = 0; i < 2; ++i) p.push(sample());
+  log.stop();
+  EXPECT_EQ(count_lines(path + ".old"), 3u);
+  EXPECT_EQ(count_lines(path), 2u);
+  EXPECT_EQ(log.unwritten(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+// A file that takes nothing (a full disk) costs the records their file copy, counted, and
+// nothing else: they are still in the ring.
+TEST(DecisionLog, WhatAFullDiskRefusesIsCountedNotLost) {
+  DecisionLog log("/dev/full", 100);
+  auto& p = log.make_producer(64);
+  log.start();
+  for (int i = 0; i < 7; ++i) p.push(sample());
+  log.stop();
+  EXPECT_EQ(log.written(), 7u);
+  EXPECT_EQ(log.unwritten(), 7u);
+  std::uint64_t lost = 0;
+  EXPECT_EQ(log.since(0, 100, lost).size(), 7u);
+}
+
+}  // namespace
+}  // namespace vibepit::runtime

@@ -121,21 +121,35 @@ class DecisionLog {
   std::uint64_t dropped() const;   // records lost to full queues, over all producers
   std::uint64_t written() const { return written_.load(std::memory_order_relaxed); }
   std::uint64_t rotations() const { return rotations_.load(std::memory_order_relaxed); }
+  // Records the file could not take (disk full, the file gone); they are still in the ring.
+  std::uint64_t unwritten() const { return unwritten_.load(std::memory_order_relaxed); }
+  // Close the file and open PATH anew before the next write (after an outside rotation;
+  // vibepit-proxy calls it on SIGHUP). Any thread.
+  void reopen();
 
  private:
   void run();
-  void write_line(const std::string& line);  // writer thread: to the file, rotating first
+  // Writer thread only: the file's part.
+  bool open_file();
+  void close_file();
   void rotate();
+  void write_batch(const std::vector<std::string>& batch);
+  void write_out(std::string& buf, std::size_t lines);
+  void note_write_failure(std::size_t lines, int err);
   std::size_t drain_once();
   std::uint64_t take_id_block();
 
   std::function<void(const DecisionRecord&)> observer_;
-  std::FILE* out_ = nullptr;
-  bool own_out_ = false;
-  std::string path_;
+  bool to_stdout_ = false;
+  std::string path_;  // the file, or empty (stdout or ring only)
+  int fd_ = -1;
   LogRotation rotation_;
   std::uint64_t file_bytes_ = 0;  // the size of the current file
+  bool broken_line_ = false;      // the file ends in a line cut short by a failed write
+  bool failing_ = false;          // writes are failing (logged once per episode)
+  std::atomic<bool> reopen_{false};
   std::atomic<std::uint64_t> rotations_{0};
+  std::atomic<std::uint64_t> unwritten_{0};
   std::vector<std::unique_ptr<Producer>> producers_;
   std::atomic<std::uint64_t> id_blocks_{0};
   std::atomic<bool> stopping_{false};
