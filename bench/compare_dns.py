@@ -69,7 +69,7 @@ def wait_udp(topo, proc, log, timeout=20):
     raise RuntimeError("%s does not answer: %s" % (log, topo.read_log(log)[-2000:]))
 
 
-def start_vibepit(topo, threads):
+def start_vibepit(topo, threads, extra=()):
     cfg = {
         "proxy-listen": [LISTEN + ":3130"],
         "dns-listen": [LISTEN + ":53"],
@@ -80,6 +80,9 @@ def start_vibepit(topo, threads):
         "dns-client-qps": 0,
         "dns-max-pending": 100000,
     }
+    for item in extra:                   # --set KEY=JSON
+        key, _, value = item.partition("=")
+        cfg[key] = json.loads(value)
     path = os.path.join(topo.tmp, "vibepit-dns.json")
     with open(path, "w") as f:
         json.dump(cfg, f)
@@ -267,6 +270,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="throughput runs per stream; median reported")
     ap.add_argument("--latency-qps", type=int, default=10000, help="offered load for the latency runs")
     ap.add_argument("--threads", type=int, default=0, help="vibepit-proxy threads (0 = per core)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                    help="an extra vibepit-proxy config key, e.g. decision-log-per-client=0")
     ap.add_argument("--peers", default="dnsmasq,unbound,dnsdist", help="comma list; empty for none")
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-dns-results.json"))
     ap.add_argument("--markdown", default=os.path.join(ROOT, "docs", "benchmarks.md"))
@@ -277,7 +282,7 @@ def main():
     topo.start()
     try:
         paths = write_streams(topo.tmp, 400000 * args.duration)
-        starters = {"vibepit": lambda: start_vibepit(topo, args.threads),
+        starters = {"vibepit": lambda: start_vibepit(topo, args.threads, args.set),
                     "dnsmasq": lambda: start_dnsmasq(topo),
                     "unbound": lambda: start_unbound(topo),
                     "dnsdist": lambda: start_dnsdist(topo)}

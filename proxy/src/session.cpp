@@ -176,7 +176,7 @@ asio::awaitable<void> Session::run() {
     if (target.form == http::TargetForm::authority) {
       auto rec = new_record("CONNECT", target.authority);
       inbuf_.erase(0, head.head_size);
-      co_await tunnel(*this, target.authority, std::move(rec));
+      co_await tunnel(*this, target.authority, rec);
       break;
     }
     if (target.form != http::TargetForm::absolute) {

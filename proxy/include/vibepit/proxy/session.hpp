@@ -114,8 +114,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
 // The request handlers, one unit each.
 // CONNECT: decide and dial, answer, then relay until either side ends.
+// `rec` lives in the caller's frame: a tunnel's frame stays small while it is open.
 asio::awaitable<void> tunnel(Session& s, const http::Authority& target,
-                             runtime::DecisionRecord rec);
+                             runtime::DecisionRecord& rec);
 // One absolute-form HTTP request, whose head is still at the front of client_bytes().
 // Returns true when the client connection may carry another request.
 asio::awaitable<bool> forward_http(Session& s, const http::RequestHead& head,
