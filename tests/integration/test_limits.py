@@ -352,7 +352,8 @@ class ConfigErrorTest(base.TopologyCase):
             ("allow-http", "allowed.test:443"),        # not a list
             ("allow-dns", ["*"]),
             ("proxy-listen", ["nope"]),
-            ("proxy-listen", "127.0.0.1:0"),
+            ("proxy-listen", 3128),                    # a number (one string is fine)
+            ("control-listen", ["0.0.0.0:8443"]),      # the control API on every interface
             ("upstream-dns", ["not-an-address"]),
             ("splice", "maybe"),
             ("threads", -1),
