@@ -76,7 +76,8 @@ class SessionTest : public ::testing::Test {
 
   ~SessionTest() override {
     log.stop();
-    w.reset();  // destroys pending sessions while the worker's loop still exists
+    servers.clear();  // their sockets belong to the worker's loop: close them first
+    w.reset();        // destroys pending sessions while the worker's loop still exists
   }
 
   void rules(std::vector<std::string> allow_http, std::vector<std::string> block_cidr = {}) {
