@@ -20,8 +20,9 @@ using namespace vibepit;
 using Bytes = std::vector<std::uint8_t>;
 
 // www.example.com A, no EDNS.
-const Bytes kQuery = {0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0, 3, 'w', 'w', 'w', 7,
-                      'e',  'x',  'a',  'm',  'p', 'l', 'e', 3, 'c', 'o', 'm', 0, 0, 1, 0, 1};
+const Bytes kQuery = {0x12, 0x34, 0x01, 0x00, 0,   1,   0,   0,   0,   0,   0,
+                      0,    3,    'w',  'w',  'w', 7,   'e', 'x', 'a', 'm', 'p',
+                      'l',  'e',  3,    'c',  'o', 'm', 0,   0,   1,   0,   1};
 
 const dns::Query& query() {
   static const dns::Query q = [] {
@@ -81,7 +82,8 @@ bool walk_addresses(std::span<const std::uint8_t> p, std::vector<policy::IpAddr>
     const std::size_t rdlen = get16(p, at + 8);
     at += 10;
     if (at + rdlen > p.size()) return false;
-    const bool a = type == dns::qtype::A && rdlen == 4, aaaa = type == dns::qtype::AAAA && rdlen == 16;
+    const bool a = type == dns::qtype::A && rdlen == 4,
+               aaaa = type == dns::qtype::AAAA && rdlen == 16;
     if ((a || aaaa) && cls == 1) {
       policy::IpAddr ip;
       ip.v6 = aaaa;

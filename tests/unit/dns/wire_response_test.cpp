@@ -81,8 +81,7 @@ TEST(ParseResponse, AddressesInEverySectionAreCollected) {
   m.rr_at(kQname, A, 300, addr_rdata("203.0.113.7"));
   m.rr("example.com", qtype::NS, 300, test::name_rdata("ns.example.com"));
   m.rr("ns.example.com", A, 300, addr_rdata("10.0.0.1"));
-  m.rr("svc.example.com", qtype::HTTPS, 300,
-       test::svc_rdata(1, ".", {{6, addr_rdata("fd00::1")}}));
+  m.rr("svc.example.com", qtype::HTTPS, 300, test::svc_rdata(1, ".", {{6, addr_rdata("fd00::1")}}));
   m.rr("ns.example.com", AAAA, 300, addr_rdata("::1"));
   ResponseInfo info;
   ASSERT_EQ(parse_response(m.b, q, info), WireError::none);
