@@ -212,7 +212,7 @@ asio::awaitable<bool> forward_http(Session& s, const http::RequestHead& head,
       http::rewrite_request_head(head, target.path, host_value, expect_continue);
   s.client_bytes().erase(0, head.head_size);  // `head` views are invalid from here on
 
-  auto rec = s.new_record(method, auth);
+  auto rec = s.new_record(method, auth.host, auth.port);
   auto dial = co_await s.decide_and_dial(auth, rec, true);
   s.mark_decided(rec);
   if (s.closed()) co_return false;

@@ -174,7 +174,7 @@ asio::awaitable<void> Session::run() {
     }
     auto& target = std::get<http::Target>(parsed);
     if (target.form == http::TargetForm::authority) {
-      auto rec = new_record("CONNECT", target.authority);
+      auto rec = new_record("CONNECT", target.authority.host, target.authority.port);
       inbuf_.erase(0, head.head_size);
       co_await tunnel(*this, target.authority, rec);
       break;
@@ -202,15 +202,15 @@ asio::awaitable<void> Session::run() {
   close_all();
 }
 
-runtime::DecisionRecord Session::new_record(std::string_view method,
-                                            const http::Authority& target) {
+runtime::DecisionRecord Session::new_record(std::string_view method, std::string host,
+                                            std::uint16_t port) {
   runtime::DecisionRecord rec;
   rec.id = w_.log.next_id();
   rec.ts_us = runtime::now_us();
   rec.client = client_text_;
   rec.method = std::string(method);
-  rec.host = target.host;
-  rec.port = target.port;
+  rec.host = std::move(host);
+  rec.port = port;
   return rec;  // gen and mode come from the snapshot decide_and_dial takes
 }
 
@@ -306,13 +306,7 @@ asio::awaitable<bool> Session::send(std::string_view bytes) {
 asio::awaitable<void> Session::refuse_invalid(std::string_view method, std::string host,
                                               std::uint16_t port, std::string detail,
                                               std::string message) {
-  runtime::DecisionRecord rec;
-  rec.id = w_.log.next_id();
-  rec.ts_us = runtime::now_us();
-  rec.client = client_text_;
-  rec.method = std::string(method.substr(0, 32));
-  rec.host = std::move(host);
-  rec.port = port;
+  auto rec = new_record(method.substr(0, 32), std::move(host), port);
   rec.reason = policy::Reason::invalid_target;
   rec.detail = std::move(detail);
   rec.status = 400;

@@ -74,7 +74,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void busy();   // a request is in progress: the idle deadline applies
   void touch();  // bytes moved on a tunnel or body: push the idle deadline
 
-  runtime::DecisionRecord new_record(std::string_view method, const http::Authority& target);
+  // A record of this client's request for `host`:`port`; the decision fills the rest.
+  runtime::DecisionRecord new_record(std::string_view method, std::string host, std::uint16_t port);
   void mark_decided(runtime::DecisionRecord& rec);  // elapsed_us: arrival to decision
   void emit(runtime::DecisionRecord rec);
   void emit_close(runtime::DecisionRecord rec, clock::time_point started);
