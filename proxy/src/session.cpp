@@ -8,8 +8,8 @@
 
 #include "vibepit/policy/ip.hpp"
 #include "vibepit/proxy/response.hpp"
-#include "vibepit/proxy/server.hpp"
 #include "vibepit/proxy/upstream.hpp"
+#include "vibepit/proxy/worker.hpp"
 #include "vibepit/runtime/endpoint.hpp"
 
 namespace vibepit::proxy {
@@ -23,8 +23,8 @@ constexpr std::size_t kReadChunk = 4096;
 static_assert(NameResolver<Session> && Dialler<Session>);
 
 Session::Session(Worker& w, tcp::socket client, const tcp::endpoint& peer)
-    : w_(w), client_(std::move(client)), upstream_(w.io), timer_(w.io) {
-  w_.sessions.insert(this);
+    : w_(w), client_(std::move(client)), upstream_(w.io()), timer_(w.io()) {
+  w_.enter(this);
   auto addr = peer.address();
   client_ip_ = runtime::to_ip_addr(addr);
   client_text_ = policy::join_host_port(addr.to_string(), peer.port());
@@ -32,14 +32,13 @@ Session::Session(Worker& w, tcp::socket client, const tcp::endpoint& peer)
 }
 
 Session::~Session() {
-  w_.sessions.erase(this);
-  w_.active.fetch_sub(1, std::memory_order_relaxed);
+  w_.leave(this);
 }
 
 void Session::start() {
   auto self = shared_from_this();
   asio::co_spawn(
-      w_.io, [self] { return self->run(); }, asio::detached);
+      w_.io(), [self] { return self->run(); }, asio::detached);
 }
 
 void Session::on_drain() {
@@ -53,15 +52,15 @@ void Session::drop_upstream() {
 }
 
 bool Session::draining() const {
-  return w_.draining;
+  return w_.draining();
 }
 
 const runtime::Config& Session::cfg() const {
-  return w_.cfg;
+  return w_.cfg();
 }
 
 void Session::busy() {
-  if (phase_ != Phase::busy) set_deadline(Phase::busy, w_.cfg.idle_timeout);
+  if (phase_ != Phase::busy) set_deadline(Phase::busy, w_.cfg().idle_timeout);
 }
 
 void Session::close_all() {
@@ -84,7 +83,7 @@ void Session::set_deadline(Phase phase, std::chrono::milliseconds d) {
 }
 
 void Session::touch() {
-  deadline_ = clock::now() + w_.cfg.idle_timeout;
+  deadline_ = clock::now() + w_.cfg().idle_timeout;
 }
 
 void Session::arm_timer() {
@@ -121,7 +120,7 @@ void Session::on_timer() {
 asio::awaitable<Session::HeadStatus> Session::read_head(http::RequestHead& head) {
   asio::error_code ec;
   auto tok = asio::redirect_error(asio::use_awaitable, ec);
-  const auto limit = w_.cfg.max_request_head;
+  const auto limit = w_.cfg().max_request_head;
   for (;;) {
     if (!inbuf_.empty()) {
       auto r = http::parse_request_head(inbuf_, limit, head);
@@ -158,11 +157,11 @@ asio::awaitable<Session::HeadStatus> Session::read_head(http::RequestHead& head)
 asio::awaitable<void> Session::run() {
   auto self = shared_from_this();
   for (;;) {
-    set_deadline(Phase::wait_request, w_.cfg.header_timeout);
-    if (w_.draining && inbuf_.empty()) break;
+    set_deadline(Phase::wait_request, w_.cfg().header_timeout);
+    if (w_.draining() && inbuf_.empty()) break;
     http::RequestHead head;
     if (co_await read_head(head) != HeadStatus::ok) break;
-    set_deadline(Phase::busy, w_.cfg.idle_timeout);
+    set_deadline(Phase::busy, w_.cfg().idle_timeout);
 
     auto parsed = http::parse_target(head.method, head.target);
     if (auto* err = std::get_if<http::TargetError>(&parsed)) {
@@ -205,7 +204,7 @@ asio::awaitable<void> Session::run() {
 runtime::DecisionRecord Session::new_record(std::string_view method, std::string host,
                                             std::uint16_t port) {
   runtime::DecisionRecord rec;
-  rec.id = w_.log.next_id();
+  rec.id = w_.log().next_id();
   rec.ts_us = runtime::now_us();
   rec.client = client_text_;
   rec.method = std::string(method);
@@ -221,12 +220,7 @@ void Session::mark_decided(runtime::DecisionRecord& rec) {
 
 void Session::emit(runtime::DecisionRecord rec) {
   // Denials past decision-log-per-client are folded into one summary per client and second.
-  if (rec.verdict == policy::Verdict::deny && !rec.close &&
-      !w_.folder.admit(rec, client_ip_, clock::now())) {
-    w_.arm_fold_timer();
-    return;
-  }
-  w_.log.push(std::move(rec));
+  w_.log().write(std::move(rec), client_ip_, clock::now());
 }
 
 void Session::emit_close(runtime::DecisionRecord rec, clock::time_point started) {
@@ -241,7 +235,7 @@ void Session::emit_close(runtime::DecisionRecord rec, clock::time_point started)
 asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& target,
                                                         runtime::DecisionRecord& rec,
                                                         bool reuse_ok) {
-  auto snap = w_.store.current();  // one snapshot for the whole decision
+  auto snap = w_.snapshot();  // one snapshot for the whole decision
   rec.gen = snap->generation;
   rec.mode = snap->rules.mode;
   policy::Decision d = policy::decide_http(target.host, target.port, *snap);
@@ -270,8 +264,8 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& t
 
 asio::awaitable<ResolveResult> Session::resolve(const std::string& host) {
   ResolveResult r;
-  if (w_.resolver.cached(host, r)) co_return r;
-  set_deadline(Phase::resolve, w_.cfg.resolve_timeout + std::chrono::seconds(1));
+  if (w_.cached(host, r)) co_return r;
+  set_deadline(Phase::resolve, w_.cfg().resolve_timeout + std::chrono::seconds(1));
   r = co_await w_.lookup(host);
   r.cancelled = closed_;
   co_return r;
@@ -279,13 +273,13 @@ asio::awaitable<ResolveResult> Session::resolve(const std::string& host) {
 
 asio::awaitable<DialResult> Session::dial(const tcp::endpoint& to) {
   DialResult r;
-  upstream_ = tcp::socket(w_.io);
-  set_deadline(Phase::connect, w_.cfg.connect_timeout);
+  upstream_ = tcp::socket(w_.io());
+  set_deadline(Phase::connect, w_.cfg().connect_timeout);
   r.ec = co_await w_.connect(upstream_, to);
   r.cancelled = closed_;
   r.timed_out = timed_out_;
   if (r.cancelled) co_return r;
-  set_deadline(Phase::busy, w_.cfg.idle_timeout);
+  set_deadline(Phase::busy, w_.cfg().idle_timeout);
   asio::error_code ignored;
   if (r.ec) {
     upstream_.close(ignored);
@@ -310,7 +304,7 @@ asio::awaitable<void> Session::refuse_invalid(std::string_view method, std::stri
   rec.reason = policy::Reason::invalid_target;
   rec.detail = std::move(detail);
   rec.status = 400;
-  const auto snap = w_.store.current();
+  const auto snap = w_.snapshot();
   rec.gen = snap->generation;
   rec.mode = snap->rules.mode;
   emit(std::move(rec));

@@ -25,7 +25,7 @@
 #include <set>
 #include <vector>
 
-#include "vibepit/proxy/server.hpp"
+#include "vibepit/proxy/worker.hpp"
 #include "vibepit/runtime/endpoint.hpp"
 
 namespace vibepit::proxy {
@@ -53,25 +53,26 @@ class SessionTest : public ::testing::Test {
     });
     w = std::make_unique<Worker>(cfg, store, producer, active);
     log.start();
-    w->lookup = [this](std::string host) -> asio::awaitable<ResolveResult> {
-      looked_up.push_back(host);
-      auto it = names.find(host);
-      if (it != names.end()) co_return it->second;
-      ResolveResult r;
-      r.error = "NXDOMAIN";
-      co_return r;
-    };
-    w->connect = [this](tcp::socket& s, tcp::endpoint to) -> asio::awaitable<asio::error_code> {
-      const auto addr = to.address().to_string();
-      dialled.push_back(policy::join_host_port(addr, to.port()));
-      if (refused.count(addr)) co_return asio::error::connection_refused;
-      Local near(w->io), far(w->io);
-      asio::local::connect_pair(near, far);
-      s = tcp::socket(w->io);
-      s.assign(to.protocol(), near.release());
-      servers.push_back(std::move(far));
-      co_return asio::error_code{};
-    };
+    w->set_outside(
+        [this](std::string host) -> asio::awaitable<ResolveResult> {
+          looked_up.push_back(host);
+          auto it = names.find(host);
+          if (it != names.end()) co_return it->second;
+          ResolveResult r;
+          r.error = "NXDOMAIN";
+          co_return r;
+        },
+        [this](tcp::socket& s, tcp::endpoint to) -> asio::awaitable<asio::error_code> {
+          const auto addr = to.address().to_string();
+          dialled.push_back(policy::join_host_port(addr, to.port()));
+          if (refused.count(addr)) co_return asio::error::connection_refused;
+          Local near(w->io()), far(w->io());
+          asio::local::connect_pair(near, far);
+          s = tcp::socket(w->io());
+          s.assign(to.protocol(), near.release());
+          servers.push_back(std::move(far));
+          co_return asio::error_code{};
+        });
   }
 
   ~SessionTest() override {
@@ -91,9 +92,9 @@ class SessionTest : public ::testing::Test {
 
   // A client connects: a session starts on the far end of a new socket pair.
   Local connect_client() {
-    Local mine(w->io), theirs(w->io);
+    Local mine(w->io()), theirs(w->io());
     asio::local::connect_pair(mine, theirs);
-    tcp::socket s(w->io);
+    tcp::socket s(w->io());
     s.assign(tcp::v4(), theirs.release());
     active.fetch_add(1);
     std::make_shared<Session>(*w, std::move(s), runtime::to_tcp_endpoint(ip("127.0.0.1"), 40000))
@@ -106,7 +107,7 @@ class SessionTest : public ::testing::Test {
     bool done = false;
     std::exception_ptr failure;
     asio::co_spawn(
-        w->io,
+        w->io(),
         [&]() -> asio::awaitable<void> {
           try {
             co_await script();
@@ -117,7 +118,7 @@ class SessionTest : public ::testing::Test {
         },
         asio::detached);
     const auto until = std::chrono::steady_clock::now() + 5s;
-    while (!done && std::chrono::steady_clock::now() < until) w->io.run_one_for(100ms);
+    while (!done && std::chrono::steady_clock::now() < until) w->io().run_one_for(100ms);
     ASSERT_TRUE(done) << "the exchange did not finish within 5 s";
     if (failure) std::rethrow_exception(failure);
   }
@@ -139,12 +140,12 @@ class SessionTest : public ::testing::Test {
   // Wait until the proxy has made an upstream connection (the script fails by time-out if
   // it never does).
   asio::awaitable<void> upstream_connected() {
-    while (servers.empty()) co_await asio::post(w->io, asio::use_awaitable);
+    while (servers.empty()) co_await asio::post(w->io(), asio::use_awaitable);
   }
 
   // Let the sessions finish what the script left them (closes, last records).
   void settle() {
-    for (int i = 0; i < 50 && w->io.poll() > 0;) ++i;
+    for (int i = 0; i < 50 && w->io().poll() > 0;) ++i;
   }
 
   std::vector<runtime::DecisionRecord> records() {

@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <vector>
+
+#include <asio/io_context.hpp>
+
+#include "vibepit/runtime/folding_log.hpp"
 
 namespace vibepit::runtime {
 namespace {
@@ -115,6 +120,78 @@ TEST(RecordFolderOff, ZeroPerClientWritesEveryDenialWhole) {
   }
   EXPECT_FALSE(folder.pending());
   EXPECT_EQ(emitted, 0);
+}
+
+// The folder as an I/O thread uses it: a timer on the thread's loop writes the summaries.
+struct FoldingLogTest : ::testing::Test {
+  FoldingLogTest() {
+    log.set_observer([this](const DecisionRecord& r) {
+      std::lock_guard lock(mu);
+      written.push_back(r);
+    });
+    log.start();
+  }
+  std::vector<DecisionRecord> stop() {
+    log.stop();  // writes what was pushed
+    std::lock_guard lock(mu);
+    return written;
+  }
+  static DecisionRecord make(policy::Verdict v, std::string host, bool close = false) {
+    DecisionRecord r = deny(std::move(host));
+    r.verdict = v;
+    r.close = close;
+    return r;
+  }
+
+  asio::io_context io;
+  DecisionLog log{"", 1024};
+  DecisionLog::Producer& producer = log.make_producer();
+  std::mutex mu;
+  std::vector<DecisionRecord> written;
+};
+
+TEST_F(FoldingLogTest, TheLoopWritesTheSummaryWhenTheIntervalEnds) {
+  FoldingLog fl(io, producer, 2);
+  const auto a = ip("203.0.113.1");
+  const auto t = clock::now();
+  fl.write(make(policy::Verdict::allow, "ok1"), a, t);
+  for (int i = 0; i < 5; ++i) fl.write(make(policy::Verdict::deny, "d" + std::to_string(i)), a, t);
+  fl.write(make(policy::Verdict::deny, "closed", true), a, t);  // a close record: never folded
+  fl.write(make(policy::Verdict::allow, "ok2"), a, t);
+  for (int i = 0; i < 3; ++i) fl.fold(make(policy::Verdict::deny, "over"), a, t);
+  // The timer writes the summary when the interval ends; then the loop has nothing left.
+  io.run_for(3s);
+  EXPECT_TRUE(io.stopped());
+  const auto got = stop();
+  std::vector<std::string> hosts;
+  std::uint64_t summaries = 0, counted = 0;
+  for (const auto& r : got) {
+    hosts.push_back(r.host);
+    if (r.count > 0) {
+      ++summaries;
+      counted += r.count;
+      EXPECT_EQ(r.interval_ms, 1000u);
+    }
+  }
+  EXPECT_EQ(hosts, (std::vector<std::string>{"ok1", "d0", "d1", "closed", "ok2", "d2"}));
+  EXPECT_EQ(summaries, 1u);
+  EXPECT_EQ(counted, 6u);  // d2, d3, d4 past the budget and three over-limit queries
+}
+
+TEST_F(FoldingLogTest, FlushWritesAtOnceAndLeavesNoTimer) {
+  FoldingLog fl(io, producer, 0);  // no budget: only over-limit traffic is folded
+  const auto a = ip("2001:db8::7");
+  fl.write(make(policy::Verdict::deny, "whole"), a, clock::now());
+  fl.fold(make(policy::Verdict::deny, "over"), a, clock::now());
+  fl.flush();
+  io.poll();  // the cancelled wait completes, and no timer is left to wait for
+  EXPECT_TRUE(io.stopped());
+  const auto got = stop();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].host, "whole");
+  EXPECT_EQ(got[0].count, 0u);
+  EXPECT_EQ(got[1].host, "over");
+  EXPECT_EQ(got[1].count, 1u);
 }
 
 }  // namespace

@@ -25,7 +25,7 @@
 
 namespace vibepit::proxy {
 
-struct Worker;
+class Worker;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:

@@ -1,0 +1,102 @@
+#pragma once
+// One I/O thread's share of the proxy: its event loop, its acceptors, its sessions, its
+// resolver and its decision log. A connection lives on one worker from accept to close and
+// shares nothing mutable with other workers; the only cross-thread state is the count of
+// open connections (max-connections). ProxyServer owns the workers and their threads.
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include <asio/awaitable.hpp>
+#include <asio/error_code.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+
+#include "vibepit/policy/snapshot.hpp"
+#include "vibepit/proxy/resolver.hpp"
+#include "vibepit/runtime/accept_loop.hpp"
+#include "vibepit/runtime/config.hpp"
+#include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/runtime/folding_log.hpp"
+#include "vibepit/runtime/loop.hpp"
+
+namespace vibepit::proxy {
+
+class Session;
+
+// How a worker reaches the outside: `lookup` resolves a name its resolver has not cached,
+// `connect` opens an upstream TCP connection. Both are the real thing (c-ares, the kernel)
+// unless a component test replaces them (tests/unit/proxy/session_test.cpp) to see every
+// name looked up and every address dialled, with no network and no root.
+using LookupFn = std::function<asio::awaitable<ResolveResult>(std::string host)>;
+using ConnectFn = std::function<asio::awaitable<asio::error_code>(asio::ip::tcp::socket& socket,
+                                                                  asio::ip::tcp::endpoint to)>;
+
+class Worker {
+ public:
+  // `active`: connections open across all workers, shared by them.
+  Worker(const runtime::Config& cfg, policy::SnapshotStore& store,
+         runtime::DecisionLog::Producer& producer, std::atomic<std::size_t>& active);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // ---- What ProxyServer does with it.
+
+  // Listen on `want` with SO_REUSEPORT, so every worker has its own accept queue on one
+  // port. Returns the bound endpoint (port 0 resolved). On the caller's thread, before run().
+  asio::ip::tcp::endpoint listen(const asio::ip::tcp::endpoint& want);
+  void run();  // the thread's body: accept and serve until stop()
+  // On any thread: stop accepting, refuse new clients, and close idle keep-alive
+  // connections; requests in progress finish.
+  void drain();
+  void stop();  // on any thread: the loop returns
+  // After the thread is joined: write the decision log's pending summaries.
+  void flush_log() { log_.flush(); }
+  // This thread as the DNS server sees it.
+  runtime::Loop loop() { return {&io_, &producer_}; }
+  // Replace the ways out (component tests).
+  void set_outside(LookupFn lookup, ConnectFn connect);
+
+  // ---- What a Session uses.
+
+  asio::io_context& io() { return io_; }
+  const runtime::Config& cfg() const { return cfg_; }
+  std::shared_ptr<const policy::Snapshot> snapshot() const { return store_.current(); }
+  runtime::FoldingLog& log() { return log_; }
+  bool draining() const { return draining_; }
+  // A resolver cache hit, or false.
+  bool cached(const std::string& host, ResolveResult& out) { return resolver_.cached(host, out); }
+  asio::awaitable<ResolveResult> lookup(std::string host) { return lookup_(std::move(host)); }
+  asio::awaitable<asio::error_code> connect(asio::ip::tcp::socket& s, asio::ip::tcp::endpoint to) {
+    return connect_(s, std::move(to));
+  }
+  // A session counts from its creation to its destruction (and was counted in `active`
+  // when accepted).
+  void enter(Session* s) { sessions_.insert(s); }
+  void leave(Session* s);
+
+ private:
+  bool take_client(asio::ip::tcp::socket sock, const asio::ip::tcp::endpoint& peer);
+
+  // Declared before io_: destroying io_ destroys pending sessions, which leave() here.
+  std::unordered_set<Session*> sessions_;
+  bool draining_ = false;
+  asio::io_context io_{1};
+  const runtime::Config& cfg_;
+  policy::SnapshotStore& store_;
+  runtime::DecisionLog::Producer& producer_;
+  std::atomic<std::size_t>& active_;
+  Resolver resolver_;
+  runtime::FoldingLog log_;  // deny records past decision-log-per-client are folded
+  LookupFn lookup_;          // resolver_.async_resolve
+  ConnectFn connect_;        // socket.async_connect
+  std::vector<asio::ip::tcp::acceptor> acceptors_;
+  runtime::SpareDescriptor spare_;  // released to accept-and-refuse when out of descriptors
+};
+
+}  // namespace vibepit::proxy

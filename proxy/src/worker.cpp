@@ -1,0 +1,132 @@
+#include "vibepit/proxy/worker.hpp"
+
+#include <sys/socket.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/ip/v6_only.hpp>
+#include <asio/post.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/use_awaitable.hpp>
+
+#include "vibepit/proxy/response.hpp"
+#include "vibepit/proxy/session.hpp"
+
+namespace vibepit::proxy {
+namespace {
+
+using asio::ip::tcp;
+
+// Best effort, never blocking: a refused client gets a clear status, not a silent reset.
+void refuse_now(tcp::socket& s, int status, std::string_view why) {
+  auto text = make_error_response(status, ProxyError::proxy_internal_error, why, true);
+  asio::error_code ec;
+  s.non_blocking(true, ec);
+  s.send(asio::buffer(text), 0, ec);
+  s.close(ec);
+}
+
+}  // namespace
+
+Worker::Worker(const runtime::Config& cfg, policy::SnapshotStore& store,
+               runtime::DecisionLog::Producer& producer, std::atomic<std::size_t>& active)
+    : cfg_(cfg),
+      store_(store),
+      producer_(producer),
+      active_(active),
+      resolver_(io_, cfg.upstream_dns, cfg.resolve_timeout),
+      log_(io_, producer, cfg.decision_log_per_client) {
+  lookup_ = [this](std::string host) {
+    return resolver_.async_resolve(std::move(host), asio::use_awaitable);
+  };
+  connect_ = [](tcp::socket& socket, tcp::endpoint to) -> asio::awaitable<asio::error_code> {
+    asio::error_code ec;
+    co_await socket.async_connect(to, asio::redirect_error(asio::use_awaitable, ec));
+    co_return ec;
+  };
+}
+
+Worker::~Worker() = default;
+
+void Worker::set_outside(LookupFn lookup, ConnectFn connect) {
+  lookup_ = std::move(lookup);
+  connect_ = std::move(connect);
+}
+
+tcp::endpoint Worker::listen(const tcp::endpoint& want) {
+  tcp::acceptor a(io_);
+  a.open(want.protocol());
+  a.set_option(tcp::acceptor::reuse_address(true));
+  int one = 1;
+  ::setsockopt(a.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+  if (want.address().is_v6()) a.set_option(asio::ip::v6_only(true));
+  // Accepted sockets inherit TCP_NODELAY from the listener on Linux: one setsockopt here
+  // instead of one per connection.
+  a.set_option(tcp::no_delay(true));
+  a.bind(want);
+  a.listen(asio::socket_base::max_listen_connections);
+  auto bound = a.local_endpoint();
+  acceptors_.push_back(std::move(a));
+  return bound;
+}
+
+void Worker::run() {
+  for (auto& a : acceptors_) {
+    runtime::AcceptPolicy policy;
+    policy.what = "proxy";
+    policy.spare = &spare_;
+    policy.refusal = make_error_response(503, ProxyError::proxy_internal_error,
+                                         "the proxy is out of file descriptors; retry later", true);
+    asio::co_spawn(io_,
+                   runtime::accept_loop(a, std::move(policy),
+                                        [this](tcp::socket s, const tcp::endpoint& peer) {
+                                          return take_client(std::move(s), peer);
+                                        }),
+                   asio::detached);
+  }
+  auto guard = asio::make_work_guard(io_);
+  io_.run();
+}
+
+// Each client accepted: refused at once while draining or over max-connections, else
+// handed to a new Session.
+bool Worker::take_client(tcp::socket sock, const tcp::endpoint& peer) {
+  if (draining_) {
+    refuse_now(sock, 503, "the proxy is shutting down");
+    return true;
+  }
+  if (active_.fetch_add(1, std::memory_order_relaxed) >= cfg_.max_connections) {
+    active_.fetch_sub(1, std::memory_order_relaxed);
+    refuse_now(sock, 503, "too many connections (max-connections); retry later");
+    return true;
+  }
+  std::make_shared<Session>(*this, std::move(sock), peer)->start();
+  return true;
+}
+
+void Worker::leave(Session* s) {
+  sessions_.erase(s);
+  active_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Worker::drain() {
+  asio::post(io_, [this] {
+    draining_ = true;
+    for (auto& a : acceptors_) {
+      asio::error_code ignored;
+      a.close(ignored);
+    }
+    // Copy: a session may close and leave the set while we walk it.
+    std::vector<Session*> sessions(sessions_.begin(), sessions_.end());
+    for (auto* s : sessions) {
+      if (sessions_.count(s)) s->on_drain();
+    }
+  });
+}
+
+void Worker::stop() {
+  io_.stop();
+}
+
+}  // namespace vibepit::proxy

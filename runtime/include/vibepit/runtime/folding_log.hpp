@@ -1,0 +1,44 @@
+#pragma once
+// The decision log as one I/O thread writes to it. Allowed and close records go straight to
+// the thread's producer; deny records pass the thread's RecordFolder, and a timer on the
+// thread's loop writes the folded clients' summaries when their interval ends. The proxy and
+// the DNS server each keep one per thread. Use from that thread only.
+#include <cstdint>
+
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "vibepit/policy/ip.hpp"
+#include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/runtime/record_folder.hpp"
+
+namespace vibepit::runtime {
+
+class FoldingLog {
+ public:
+  using clock = RecordFolder::clock;
+
+  // per_client: decision-log-per-client.
+  FoldingLog(asio::io_context& io, DecisionLog::Producer& producer, std::uint32_t per_client);
+  FoldingLog(const FoldingLog&) = delete;
+  FoldingLog& operator=(const FoldingLog&) = delete;
+
+  std::uint64_t next_id() { return producer_.next_id(); }
+  // Written, unless it is a denial (not a close record) past its client's budget: folded.
+  void write(DecisionRecord&& rec, const policy::IpAddr& client, clock::time_point now);
+  // Folded whatever the budget: over-limit traffic.
+  void fold(DecisionRecord&& rec, const policy::IpAddr& client, clock::time_point now);
+  // Write the pending summaries now and stop the timer: the thread is stopping, or has
+  // stopped (then call it from the thread that joined it).
+  void flush();
+
+ private:
+  void arm();  // summaries are pending: write them when their interval ends
+
+  DecisionLog::Producer& producer_;
+  RecordFolder folder_;
+  asio::steady_timer timer_;
+  bool armed_ = false;
+};
+
+}  // namespace vibepit::runtime

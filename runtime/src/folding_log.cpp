@@ -1,0 +1,44 @@
+#include "vibepit/runtime/folding_log.hpp"
+
+#include <utility>
+
+namespace vibepit::runtime {
+
+FoldingLog::FoldingLog(asio::io_context& io, DecisionLog::Producer& producer,
+                       std::uint32_t per_client)
+    : producer_(producer),
+      folder_(per_client, [&producer](DecisionRecord&& r) { producer.push(std::move(r)); }),
+      timer_(io) {}
+
+void FoldingLog::write(DecisionRecord&& rec, const policy::IpAddr& client, clock::time_point now) {
+  if (rec.verdict == policy::Verdict::deny && !rec.close && !folder_.admit(rec, client, now)) {
+    arm();
+    return;
+  }
+  producer_.push(std::move(rec));
+}
+
+void FoldingLog::fold(DecisionRecord&& rec, const policy::IpAddr& client, clock::time_point now) {
+  folder_.fold(rec, client, now);
+  arm();
+}
+
+void FoldingLog::flush() {
+  folder_.flush(clock::now(), true);
+  timer_.cancel();
+  armed_ = false;
+}
+
+void FoldingLog::arm() {
+  if (armed_ || !folder_.pending()) return;
+  armed_ = true;
+  timer_.expires_at(folder_.due());
+  // Destroying the timer cancels the wait: the handler then returns without touching this.
+  timer_.async_wait([this](const asio::error_code& ec) {
+    if (ec) return;
+    armed_ = false;
+    folder_.flush(clock::now(), true);
+  });
+}
+
+}  // namespace vibepit::runtime
