@@ -1,305 +1,313 @@
-#include "dns_worker.hpp"
+#include <sys/socket.h>
+#include <sys/uio.h>
 
-#include "vibepit/runtime/endpoint.hpp"
-
-#include <ares.h>
-
-#include <algorithm>
+#include <array>
+#include <cerrno>
 #include <cstring>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/ip/v6_only.hpp>
+#include <asio/post.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+
+#include "dns_worker.hpp"
 
 namespace vibepit::dns {
 namespace {
 
-using clock = std::chrono::steady_clock;
+using asio::ip::tcp;
+using asio::ip::udp;
 
-// The longest label of a plain name in text form.
-std::size_t longest_label(std::string_view name) {
-  std::size_t best = 0, run = 0;
-  for (char c : name) {
-    run = c == '.' ? 0 : run + 1;
-    best = std::max(best, run);
-  }
-  return best;
+void reuse_port(int fd) {
+  int one = 1;
+  // Every thread has its own socket on the same port: the kernel spreads the clients.
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
 }
 
 }  // namespace
 
-bool RateLimiter::allow(const asio::ip::address& client, clock::time_point now) {
-  if (qps_ == 0) return true;
-  std::string key;
-  if (client.is_v4()) {
-    auto b = client.to_v4().to_bytes();
-    key.assign(reinterpret_cast<const char*>(b.data()), b.size());
-  } else {
-    auto b = client.to_v6().to_bytes();
-    key.assign(reinterpret_cast<const char*>(b.data()), b.size());
-  }
-  auto it = buckets_.find(key);
-  if (it == buckets_.end()) {
-    if (buckets_.size() >= kMaxClients) {
-      // Forget clients that have been quiet long enough to have refilled their bucket; if
-      // none has, start over: a flood of addresses must not grow memory.
-      auto refill = std::chrono::duration<double>(static_cast<double>(burst_) / qps_);
-      std::erase_if(buckets_, [&](const auto& kv) { return now - kv.second.last() > refill; });
-      if (buckets_.size() >= kMaxClients) buckets_.clear();
-    }
-    it = buckets_.emplace(std::move(key), runtime::TokenBucket(burst_, now)).first;
-  }
-  return it->second.take(qps_, burst_, now);
-}
+// One TCP client. Reads one length-prefixed query at a time, answers it, then reads the
+// next; a connection that sends no complete query for dns-tcp-idle-ms is closed.
+class DnsWorker::TcpConn : public std::enable_shared_from_this<TcpConn> {
+ public:
+  TcpConn(DnsWorker& w, tcp::socket s) : w_(w), socket_(std::move(s)), timer_(w.io_) {}
 
-struct DnsWorker::Forward {
-  std::weak_ptr<DnsWorker> worker;
-  std::vector<std::uint8_t> pkt;  // the client's query, for its ID and question bytes
-  Query q;
-  runtime::DecisionRecord rec;
-  ReplyTo to;
+  void start() {
+    asio::error_code ec;
+    auto peer = socket_.remote_endpoint(ec);
+    if (ec) return close();
+    peer_ = peer;
+    read_length();
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    asio::error_code ignored;
+    timer_.cancel();
+    socket_.close(ignored);
+    w_.conns_.erase(this);
+  }
+
+ private:
+  void arm_timer() {
+    timer_.expires_after(w_.cfg_.dns.tcp_idle);
+    timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+      if (!ec) self->close();
+    });
+  }
+
+  void read_length() {
+    arm_timer();
+    asio::async_read(socket_, asio::buffer(len_),
+                     [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
+                       if (ec || self->closed_) return self->close();
+                       std::size_t n = (std::size_t{self->len_[0]} << 8) | self->len_[1];
+                       // A zero-length message can hold no header: the framing is broken.
+                       if (n == 0) return self->close();
+                       self->want_ = n;
+                       self->body_.clear();
+                       self->read_body();
+                     });
+  }
+
+  // The message grows as its bytes arrive (doubling from kFirstRead), so a client that
+  // declares 64 KiB and sends nothing holds kFirstRead bytes, not 64 KiB.
+  void read_body() {
+    const std::size_t have = body_.size();
+    const std::size_t step = std::min(want_ - have, std::max(kFirstRead, have));
+    body_.resize(have + step);
+    socket_.async_read_some(
+        asio::buffer(body_.data() + have, step),
+        [self = shared_from_this(), have](const asio::error_code& ec, std::size_t got) {
+          if (ec || self->closed_) return self->close();
+          self->body_.resize(have + got);
+          if (self->body_.size() < self->want_) return self->read_body();
+          self->on_message();
+        });
+  }
+
+  void on_message() {
+    timer_.cancel();  // the upstream has its own deadline
+    // The reply target holds the connection while the upstream answers.
+    ReplyTo to;
+    to.transport = Transport::tcp;
+    to.conn = shared_from_this();
+    const bool will_answer =
+        w_.handler_.handle(body_, peer_.address(), peer_.port(), std::move(to));
+    // No answer at all (a response packet): the stream is out of step.
+    if (!will_answer) close();
+  }
+
+ public:
+  void send(std::span<const std::uint8_t> reply) {
+    if (closed_) return;
+    out_.resize(reply.size() + 2);
+    out_[0] = static_cast<std::uint8_t>(reply.size() >> 8);
+    out_[1] = static_cast<std::uint8_t>(reply.size() & 0xff);
+    std::copy(reply.begin(), reply.end(), out_.begin() + 2);
+    sending_ = true;
+    arm_timer();  // a client that does not read its answer is cut off too
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
+                        self->sending_ = false;
+                        self->out_.clear();
+                        release_if_large(self->out_);
+                        release_if_large(self->body_);
+                        if (ec || self->closed_) return self->close();
+                        self->read_length();
+                      });
+  }
+
+ private:
+  DnsWorker& w_;
+  tcp::socket socket_;
+  asio::steady_timer timer_;
+  tcp::endpoint peer_;
+  // An idle connection keeps at most this much of its last message's buffers.
+  static constexpr std::size_t kFirstRead = 512;
+  static constexpr std::size_t kKeepIdle = 4096;
+  static void release_if_large(std::vector<std::uint8_t>& v) {
+    if (v.capacity() > kKeepIdle) std::vector<std::uint8_t>().swap(v);
+  }
+
+  std::uint8_t len_[2] = {0, 0};
+  std::size_t want_ = 0;  // the declared length of the message being read
+  std::vector<std::uint8_t> body_;
+  std::vector<std::uint8_t> out_;
+  bool sending_ = false;
+  bool closed_ = false;
 };
 
 DnsWorker::DnsWorker(asio::io_context& io, const runtime::Config& cfg, policy::SnapshotStore& store,
                      runtime::DecisionLog::Producer& log, SharedCache& cache)
-    : io_(io),
-      cfg_(cfg),
-      store_(store),
-      log_(log),
-      cache_(cache),
-      limiter_(cfg.dns.client_qps, cfg.dns.client_burst),
-      folder_(cfg.decision_log_per_client,
-              [this](runtime::DecisionRecord&& r) { log_.push(std::move(r)); }),
-      fold_timer_(io),
-      udp_upstream_(io, cfg.upstream_dns,
-                    runtime::AresOptions{.timeout = cfg.dns.timeout,
-                                         .tcp = false,
-                                         .ignore_truncation = true,
-                                         .any_rcode = true,
-                                         .edns_payload = cfg.dns.udp_payload}),
-      tcp_upstream_(io, cfg.upstream_dns,
-                    runtime::AresOptions{.timeout = cfg.dns.timeout,
-                                         .tcp = true,
-                                         .ignore_truncation = false,
-                                         .any_rcode = true,
-                                         .edns_payload = cfg.dns.udp_payload}) {
-  for (auto t : cfg.dns.qtypes) qtypes_.add(t);
-}
+    : io_(io), cfg_(cfg), handler_(io, cfg, store, log, cache, *this) {}
 
 DnsWorker::~DnsWorker() {
   *alive_ = false;
 }
 
-runtime::DecisionRecord DnsWorker::make_record(const Query& q, const asio::ip::address& client,
-                                               std::uint16_t port, Transport t) {
-  runtime::DecisionRecord rec;
-  rec.id = log_.next_id();
-  rec.ts_us = runtime::now_us();
-  rec.src = "dns";
-  // Text is made by the log's writer thread, off this path.
-  rec.client_ip = runtime::to_ip_addr(client);
-  rec.client_port = port;
-  rec.host.assign(q.qname.view());
-  rec.qtype = q.qtype;
-  rec.transport = t == Transport::udp ? "udp" : "tcp";
-  return rec;
+udp::endpoint DnsWorker::bind(const udp::endpoint& ep) {
+  udp::socket u(io_);
+  u.open(ep.protocol());
+  u.set_option(udp::socket::reuse_address(true));
+  reuse_port(u.native_handle());
+  if (ep.address().is_v6()) u.set_option(asio::ip::v6_only(true));
+  u.bind(ep);
+  auto bound = u.local_endpoint();
+  u.non_blocking(true);
+
+  tcp::acceptor a(io_);
+  tcp::endpoint tep(bound.address(), bound.port());
+  a.open(tep.protocol());
+  a.set_option(tcp::acceptor::reuse_address(true));
+  reuse_port(a.native_handle());
+  if (tep.address().is_v6()) a.set_option(asio::ip::v6_only(true));
+  a.bind(tep);
+  a.listen(asio::socket_base::max_listen_connections);
+
+  udp_.push_back(std::move(u));
+  tcp_.push_back(std::move(a));
+  return bound;
 }
 
-void DnsWorker::emit(runtime::DecisionRecord& rec, Rcode rc) {
-  rec.rcode = to_string(rc).data();  // a view of a string literal: NUL-terminated
-  rec.elapsed_us =
-      static_cast<std::uint32_t>(std::max<std::int64_t>(runtime::now_us() - rec.ts_us, 1));
-  if (rec.verdict == policy::Verdict::deny) {
-    // Over-limit queries are folded whatever the budget; other denials past it.
-    if (rec.reason == policy::Reason::rate_limited) {
-      folder_.fold(rec, rec.client_ip, now_);
-    } else if (folder_.admit(rec, rec.client_ip, now_)) {
-      log_.push(std::move(rec));
-      return;
-    }
-    arm_fold_timer();
-    return;
+void DnsWorker::start() {
+  // Upstream answers that complete together (one c-ares read) leave in one sendmmsg() too,
+  // when the worker has a single UDP socket to answer from.
+  if (udp_.size() == 1) handler_.batch_upstream_answers(udp_[0].native_handle());
+  for (std::size_t i = 0; i < udp_.size(); ++i) receive_udp(i);
+  for (std::size_t i = 0; i < tcp_.size(); ++i) accept_tcp(i);
+}
+
+void DnsWorker::stop() {
+  stopped_ = true;
+  handler_.stop();
+  asio::error_code ignored;
+  for (auto& u : udp_) u.close(ignored);
+  for (auto& a : tcp_) a.close(ignored);
+  std::vector<std::shared_ptr<TcpConn>> open;
+  for (auto& [raw, weak] : conns_) {
+    if (auto c = weak.lock()) open.push_back(std::move(c));
   }
-  log_.push(std::move(rec));
+  for (auto& c : open) c->close();
 }
 
-void DnsWorker::arm_fold_timer() {
-  if (fold_timer_armed_ || !folder_.pending()) return;
-  fold_timer_armed_ = true;
-  fold_timer_.expires_at(folder_.due());
-  fold_timer_.async_wait([this, alive = alive_](const asio::error_code& ec) {
-    if (ec || !*alive) return;
-    fold_timer_armed_ = false;
-    folder_.flush(clock::now(), true);
+void DnsWorker::receive_udp(std::size_t index) {
+  udp_[index].async_wait(udp::socket::wait_read,
+                         [this, index, alive = alive_](const asio::error_code& ec) {
+                           if (!*alive || ec || stopped_) return;
+                           drain_udp(index);
+                         });
+}
+
+// Datagrams come in kUdpBatch at a time with one recvmmsg(); the answers made while they are
+// handled (denials, cache hits) leave together with one sendmmsg(). After a full batch the
+// loop lets TCP clients and upstream answers on this thread run before it reads on.
+void DnsWorker::drain_udp(std::size_t index) {
+  if (!batch_) batch_ = std::make_unique<UdpBatch>();
+  auto& b = *batch_;
+  const int fd = udp_[index].native_handle();
+  for (int i = 0; i < kUdpBatch; ++i) {
+    b.iov_in[i] = {b.in[i].data(), kUdpSlot};
+    b.msgs_in[i].msg_hdr = {};
+    b.msgs_in[i].msg_hdr.msg_name = &b.from[i];
+    b.msgs_in[i].msg_hdr.msg_namelen = sizeof b.from[i];
+    b.msgs_in[i].msg_hdr.msg_iov = &b.iov_in[i];
+    b.msgs_in[i].msg_hdr.msg_iovlen = 1;
+  }
+  int got = ::recvmmsg(fd, b.msgs_in.data(), kUdpBatch, MSG_DONTWAIT, nullptr);
+  if (got <= 0) {
+    // EAGAIN: empty. Anything else (an ICMP error queued on the socket) is not fatal: wait.
+    if (got < 0 && errno == EINTR) return drain_udp(index);
+    return receive_udp(index);
+  }
+  begin_batch(fd);
+  for (int i = 0; i < got && !stopped_; ++i) {
+    const auto& hdr = b.msgs_in[i].msg_hdr;
+    if (hdr.msg_flags & MSG_TRUNC) continue;  // over 4 KiB: no DNS query is that large
+    udp::endpoint peer;
+    std::memcpy(peer.data(), &b.from[i], std::min<std::size_t>(hdr.msg_namelen, sizeof b.from[i]));
+    peer.resize(hdr.msg_namelen);
+    ReplyTo to;
+    to.udp_fd = fd;
+    to.peer = peer;
+    handler_.handle(std::span<const std::uint8_t>(b.in[i].data(), b.msgs_in[i].msg_len),
+                    peer.address(), peer.port(), std::move(to));
+  }
+  flush_batch();
+  if (stopped_) return;
+  if (got < kUdpBatch) return receive_udp(index);
+  asio::post(io_, [this, index, alive = alive_] {
+    if (*alive && !stopped_) drain_udp(index);
   });
 }
 
-std::size_t DnsWorker::reply_limit(const Query& q, Transport t) const {
-  return t == Transport::tcp ? 65'535 : udp_reply_limit(q, cfg_.dns.udp_payload);
+void DnsWorker::begin_batch(int fd) {
+  if (!batch_) batch_ = std::make_unique<UdpBatch>();
+  batch_fd_ = fd;
+  batch_->replies = 0;
 }
 
-void DnsWorker::reply_error(std::span<const std::uint8_t> pkt, const Query& q, Rcode rc,
-                            runtime::DecisionRecord& rec, const ReplyTo& to) {
-  auto n = build_error(pkt, q, rc, cfg_.dns.udp_payload, wbuf_);
-  emit(rec, rc);
-  if (n) deliver(to, std::span<const std::uint8_t>(wbuf_.data(), n));
+void DnsWorker::flush_batch() {
+  if (batch_fd_ < 0) return;
+  auto& b = *batch_;
+  int sent = 0;
+  while (sent < b.replies) {
+    // Never blocks: a full socket buffer drops the rest, as the network could.
+    int n = ::sendmmsg(batch_fd_, b.msgs_out.data() + sent, static_cast<unsigned>(b.replies - sent),
+                       MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += n;
+  }
+  b.replies = 0;
+  batch_fd_ = -1;
 }
 
-bool DnsWorker::handle(std::span<const std::uint8_t> pkt, const asio::ip::address& client,
-                       std::uint16_t client_port, ReplyTo to) {
-  const Transport t = to.transport;
-  Query q;
-  auto err = parse_query(pkt, q);
-  // Runts and responses get no answer: answering responses invites reflection loops.
-  if (err == WireError::short_header || err == WireError::is_response) return false;
-  const auto now = now_ = clock::now();
-  auto rec = make_record(q, client, client_port, t);
-  // One snapshot for the whole decision; every record, refusals included, names its
-  // generation and mode.
-  auto snap = store_.current();
-  rec.gen = snap->generation;
-  rec.mode = snap->rules.mode;
-  if (!limiter_.allow(client, now)) {
-    rec.reason = policy::Reason::rate_limited;
-    rec.detail = "client over dns-client-qps";
-    reply_error(pkt, q, Rcode::refused, rec, to);
-    return true;
+void DnsWorker::deliver(const ReplyTo& to, std::span<const std::uint8_t> reply) {
+  if (to.transport == Transport::tcp) {
+    return static_cast<TcpConn*>(to.conn.get())->send(reply);
   }
-  if (err != WireError::none) {
-    rec.reason = policy::Reason::invalid_target;
-    rec.detail = std::string("malformed query: ") + std::string(to_string(err));
-    reply_error(pkt, q, err == WireError::bad_opcode ? Rcode::notimp : Rcode::formerr, rec, to);
-    return true;
+  if (batch_fd_ == to.udp_fd && batch_ && batch_->replies < kUdpBatch && reply.size() <= kUdpSlot) {
+    auto& b = *batch_;
+    const int i = b.replies++;
+    std::memcpy(b.out[i].data(), reply.data(), reply.size());
+    b.iov_out[i] = {b.out[i].data(), reply.size()};
+    b.msgs_out[i].msg_hdr = {};
+    // The peer address lives in `to`, which is gone by the flush: keep a copy in the slot.
+    std::memcpy(&b.from_out[i], to.peer.data(), to.peer.size());
+    b.msgs_out[i].msg_hdr.msg_name = &b.from_out[i];
+    b.msgs_out[i].msg_hdr.msg_namelen = static_cast<socklen_t>(to.peer.size());
+    b.msgs_out[i].msg_hdr.msg_iov = &b.iov_out[i];
+    b.msgs_out[i].msg_hdr.msg_iovlen = 1;
+    return;
   }
-  if (q.qname.len > cfg_.dns.max_qname || longest_label(q.qname.view()) > cfg_.dns.max_label) {
-    rec.reason = policy::Reason::invalid_target;
-    rec.detail = "name longer than dns-max-qname or a label longer than dns-max-label";
-    reply_error(pkt, q, deny_rcode(), rec, to);
-    return true;
-  }
-  // Policy first, always: a cached answer never outlives the rule that let it in.
-  auto verdict = check_query(q, *snap, qtypes_);
-  rec.reason = verdict.reason;
-  rec.would_deny = verdict.would_deny;
-  rec.rule = verdict.rule;
-  // Allowed queries need no explanation; denials say why.
-  if (verdict.action != QueryAction::forward && !verdict.detail.empty()) {
-    rec.detail.assign(verdict.detail);
-  }
-  switch (verdict.action) {
-    case QueryAction::deny:
-    case QueryAction::deny_qtype:
-      reply_error(pkt, q, deny_rcode(), rec, to);
-      return true;
-    case QueryAction::notimp:
-      reply_error(pkt, q, Rcode::notimp, rec, to);
-      return true;
-    case QueryAction::any_hinfo: {
-      rec.verdict = policy::Verdict::allow;
-      auto n = build_any_hinfo(pkt, q, 3600, cfg_.dns.udp_payload, wbuf_);
-      emit(rec, Rcode::noerror);
-      if (n) deliver(to, std::span<const std::uint8_t>(wbuf_.data(), n));
-      return true;
-    }
-    case QueryAction::forward:
-      break;
-  }
-  auto hit = cache_.lookup(pkt, q, now, reply_limit(q, t), cfg_.dns.udp_payload, wbuf_, hit_addrs_);
-  if (hit.size) {
-    rec.cached = true;
-    rec.addrs = hit_addrs_;
-    auto answer = check_answer(hit_addrs_, *snap);
-    if (!answer.allowed) {
-      rec.reason = policy::Reason::blocked_address;
-      rec.range = answer.range;
-      rec.detail = "answer holds " + answer.addr.to_string();
-      reply_error(pkt, q, deny_rcode(), rec, to);
-      return true;
-    }
-    rec.verdict = policy::Verdict::allow;
-    emit(rec, hit.rcode);
-    deliver(to, std::span<const std::uint8_t>(wbuf_.data(), hit.size));
-    return true;
-  }
-  if (pending_ >= cfg_.dns.max_pending) {
-    rec.reason = policy::Reason::overloaded;
-    rec.detail = "dns-max-pending upstream queries in flight";
-    reply_error(pkt, q, Rcode::servfail, rec, to);
-    return true;
-  }
-  forward(pkt, q, std::move(rec), std::move(to));
-  return true;
+  ::sendto(to.udp_fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL, to.peer.data(),
+           static_cast<socklen_t>(to.peer.size()));
 }
 
-void DnsWorker::forward(std::span<const std::uint8_t> pkt, const Query& q,
-                        runtime::DecisionRecord rec, ReplyTo to) {
-  auto n = build_upstream_query(pkt, q, cfg_.dns.udp_payload, qbuf_);
-  if (n == 0) {
-    rec.reason = policy::Reason::invalid_target;
-    rec.detail = "query too large to forward";
-    reply_error(pkt, q, Rcode::servfail, rec, to);
-    return;
-  }
-  auto* f = new Forward{weak_from_this(), std::vector<std::uint8_t>(pkt.begin(), pkt.end()), q,
-                        std::move(rec), std::move(to)};
-  ++pending_;
-  auto& channel = f->to.transport == Transport::tcp ? tcp_upstream_ : udp_upstream_;
-  ares_send(channel.get(), qbuf_.data(), static_cast<int>(n), &DnsWorker::on_upstream, f);
-  channel.rearm_timer();
+void DnsWorker::accept_tcp(std::size_t index) {
+  runtime::AcceptPolicy policy{"dns", &spare_, {}, alive_};
+  asio::co_spawn(io_,
+                 runtime::accept_loop(tcp_[index], std::move(policy),
+                                      [this, alive = alive_](tcp::socket s, const tcp::endpoint&) {
+                                        if (!*alive || stopped_) return false;
+                                        take_tcp(std::move(s));
+                                        return true;
+                                      }),
+                 asio::detached);
 }
 
-void DnsWorker::on_upstream(void* arg, int status, int /*timeouts*/, unsigned char* abuf,
-                            int alen) {
-  std::unique_ptr<Forward> f(static_cast<Forward*>(arg));
-  // On ARES_EDESTRUCTION the worker is going away: nothing may be touched.
-  if (status == ARES_EDESTRUCTION) return;
-  auto w = f->worker.lock();
-  if (!w || !*w->alive_ || w->stopped_) return;  // after stop() the sockets are gone
-  --w->pending_;
-  std::span<const std::uint8_t> answer;
-  if (abuf && alen > 0) answer = {abuf, static_cast<std::size_t>(alen)};
-  w->finish_forward(*f, status, answer);
-}
-
-void DnsWorker::finish_forward(Forward& f, int status, std::span<const std::uint8_t> answer) {
-  now_ = clock::now();
-  auto& rec = f.rec;
-  if (status != ARES_SUCCESS || answer.empty()) {
-    // Fail closed: no answer is better than a guess.
-    rec.reason = policy::Reason::resolve_failed;
-    rec.detail = std::string("upstream: ") + ares_strerror(status);
-    reply_error(f.pkt, f.q, Rcode::servfail, rec, f.to);
+void DnsWorker::take_tcp(tcp::socket s) {
+  if (conns_.size() >= cfg_.dns.max_tcp) {
+    asio::error_code ignored;
+    s.close(ignored);  // over dns-max-tcp: the client may retry or use UDP
     return;
   }
-  thread_local ResponseInfo info;
-  auto err = parse_response(answer, f.q, info);
-  if (err != WireError::none) {
-    rec.reason = policy::Reason::resolve_failed;
-    rec.detail = std::string("upstream answer rejected: ") + std::string(to_string(err));
-    reply_error(f.pkt, f.q, Rcode::servfail, rec, f.to);
-    return;
-  }
-  rec.addrs = info.addrs;
-  // Judge the answer with the rules in force now.
-  auto snap = store_.current();
-  rec.gen = snap->generation;
-  rec.mode = snap->rules.mode;
-  auto verdict = check_answer(info.addrs, *snap);
-  if (!verdict.allowed) {
-    rec.reason = policy::Reason::blocked_address;
-    rec.range = verdict.range;
-    rec.detail = "answer holds " + verdict.addr.to_string();
-    reply_error(f.pkt, f.q, deny_rcode(), rec, f.to);
-    return;
-  }
-  cache_.insert(f.q, answer, info, clock::now());
-  auto n = build_reply_from_upstream(answer, info, f.pkt, f.q, reply_limit(f.q, f.to.transport),
-                                     cfg_.dns.udp_payload, wbuf_);
-  if (n == 0) {
-    rec.reason = policy::Reason::resolve_failed;
-    rec.detail = "upstream answer too large";
-    reply_error(f.pkt, f.q, Rcode::servfail, rec, f.to);
-    return;
-  }
-  rec.verdict = policy::Verdict::allow;  // the reason is the query's: allowlisted, or audit's
-  emit(rec, info.rcode);
-  deliver(f.to, std::span<const std::uint8_t>(wbuf_.data(), n));
+  auto c = std::make_shared<TcpConn>(*this, std::move(s));
+  conns_.emplace(c.get(), c);
+  c->start();
 }
 
 }  // namespace vibepit::dns

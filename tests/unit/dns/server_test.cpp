@@ -1,4 +1,4 @@
-// The DNS worker's query path against a real snapshot store and the shared cache, with
+// The DNS query path (QueryHandler) against a real snapshot store and the shared cache, with
 // answers planted in the cache so that no upstream is needed: the policy is checked before
 // the cache, and cached answers are judged by the rules in force when they are served.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "dns_builder.hpp"
-#include "dns_worker.hpp"
+#include "query_handler.hpp"
 
 namespace vibepit::dns {
 namespace {
@@ -30,6 +30,16 @@ std::shared_ptr<policy::Snapshot> rules(std::vector<std::string> allow_dns,
   return std::get<0>(policy::compile_mutable(r));
 }
 
+// Replies as the handler hands them to its transport.
+struct Recorder final : Replier {
+  std::vector<Bytes> replies;
+  void deliver(const ReplyTo&, std::span<const std::uint8_t> reply) override {
+    replies.emplace_back(reply.begin(), reply.end());
+  }
+  void begin_batch(int) override {}
+  void flush_batch() override {}
+};
+
 struct Fixture : ::testing::Test {
   asio::io_context io;
   runtime::Config cfg = config();
@@ -37,7 +47,8 @@ struct Fixture : ::testing::Test {
   runtime::DecisionLog log{"", 100};
   runtime::DecisionLog::Producer& producer = log.make_producer();
   SharedCache cache{CacheLimits{}};
-  std::shared_ptr<DnsWorker> worker = std::make_shared<DnsWorker>(io, cfg, store, producer, cache);
+  Recorder sent;
+  QueryHandler handler{io, cfg, store, producer, cache, sent};
   const asio::ip::address client = asio::ip::make_address("192.0.2.2");
 
   // Plant www.example.com A 203.0.113.7 (TTL 300) in the cache.
@@ -55,18 +66,16 @@ struct Fixture : ::testing::Test {
 
   // Send one query through the worker; the reply's rcode, or nullopt for no reply.
   std::optional<int> ask(const Bytes& pkt) {
-    std::optional<int> rcode;
-    bool called = false;
-    ReplyTo to;
-    to.custom = [&](std::span<const std::uint8_t> reply) {
-      called = true;
-      EXPECT_GE(reply.size(), kHeaderSize);
-      EXPECT_EQ(test::get16(reply, 0), test::get16(pkt, 0));
-      rcode = reply[3] & 0x0f;
-    };
-    bool answers = worker->handle(pkt, client, 5353, std::move(to));
-    EXPECT_EQ(answers, called) << "a reply now, or none at all (no upstream in this test)";
-    return rcode;
+    sent.replies.clear();
+    bool answers = handler.handle(pkt, client, 5353, ReplyTo{});
+    EXPECT_EQ(answers, !sent.replies.empty())
+        << "a reply now, or none at all (no upstream in this test)";
+    if (sent.replies.empty()) return std::nullopt;
+    EXPECT_EQ(sent.replies.size(), 1u) << "one reply per query";
+    const Bytes& reply = sent.replies.front();
+    EXPECT_GE(reply.size(), kHeaderSize);
+    EXPECT_EQ(test::get16(reply, 0), test::get16(pkt, 0));
+    return reply[3] & 0x0f;
   }
 };
 

@@ -1,0 +1,122 @@
+#pragma once
+// One I/O thread's query path, apart from its sockets (dns_worker.hpp): parse -> per-client
+// rate limit -> policy -> cache -> upstream (c-ares) -> the answer's addresses classified ->
+// cache -> reply, and one decision record per query. It sends nothing itself: each reply
+// goes to a Replier, the thread's transport in production and a recorder in tests. Runs on
+// that thread's io_context only.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <asio/ip/address.hpp>
+#include <asio/ip/udp.hpp>
+
+#include "shared_cache.hpp"
+#include "vibepit/dns/filter.hpp"
+#include "vibepit/dns/wire.hpp"
+#include "vibepit/policy/snapshot.hpp"
+#include "vibepit/runtime/ares_channel.hpp"
+#include "vibepit/runtime/config.hpp"
+#include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/runtime/folding_log.hpp"
+#include "vibepit/runtime/token_bucket.hpp"
+
+namespace vibepit::dns {
+
+enum class Transport { udp, tcp };
+
+// Where a reply goes: a small value, so that answering allocates nothing. `conn` keeps a TCP
+// connection alive while its answer is pending; a UDP reply goes to `peer` from `udp_fd`.
+struct ReplyTo {
+  Transport transport = Transport::udp;
+  int udp_fd = -1;
+  asio::ip::udp::endpoint peer;
+  std::shared_ptr<void> conn;
+};
+
+// Sends replies. UDP replies made between begin_batch(fd) and flush_batch() on that socket
+// may leave together (one sendmmsg()).
+class Replier {
+ public:
+  virtual void deliver(const ReplyTo& to, std::span<const std::uint8_t> reply) = 0;
+  virtual void begin_batch(int udp_fd) = 0;
+  virtual void flush_batch() = 0;
+
+ protected:
+  ~Replier() = default;
+};
+
+// A token bucket per client address (dns-client-qps, dns-client-burst), bounded in size.
+class RateLimiter {
+ public:
+  RateLimiter(std::uint32_t qps, std::uint32_t burst) : qps_(qps), burst_(burst) {}
+  bool allow(const asio::ip::address& client, std::chrono::steady_clock::time_point now);
+
+ private:
+  static constexpr std::size_t kMaxClients = 65'536;
+  std::uint32_t qps_, burst_;
+  std::unordered_map<std::string, runtime::TokenBucket> buckets_;  // key: the address bytes
+};
+
+class QueryHandler {
+ public:
+  QueryHandler(asio::io_context& io, const runtime::Config& cfg, policy::SnapshotStore& store,
+               runtime::DecisionLog::Producer& log, SharedCache& cache, Replier& replier);
+  ~QueryHandler();
+  QueryHandler(const QueryHandler&) = delete;
+  QueryHandler& operator=(const QueryHandler&) = delete;
+
+  // Handle one query from `client`. Answers `to` exactly once, now or when the upstream
+  // answers, and returns true; returns false without answering packets that get no answer
+  // (responses, runts).
+  bool handle(std::span<const std::uint8_t> pkt, const asio::ip::address& client,
+              std::uint16_t client_port, ReplyTo to);
+  // Upstream answers that complete together (one c-ares read) are batched on `udp_fd`.
+  void batch_upstream_answers(int udp_fd);
+  // Answers arriving from now on are dropped (the sockets are closing); the decision log's
+  // pending summaries are written.
+  void stop();
+
+ private:
+  struct Forward;
+
+  // The answer is judged with the rules in force when it arrives (on_upstream).
+  void forward(std::span<const std::uint8_t> pkt, const Query& q, runtime::DecisionRecord rec,
+               ReplyTo to);
+  static void on_upstream(void* arg, int status, int timeouts, unsigned char* abuf, int alen);
+  void finish_forward(Forward& f, int status, std::span<const std::uint8_t> answer);
+  void reply_error(std::span<const std::uint8_t> pkt, const Query& q, Rcode rc,
+                   runtime::DecisionRecord& rec, const ReplyTo& to);
+  runtime::DecisionRecord make_record(const Query& q, const asio::ip::address& client,
+                                      std::uint16_t port, Transport t);
+  // Writes `rec`, or folds it (FoldingLog): over-limit queries always, other denials past
+  // decision-log-per-client.
+  void emit(runtime::DecisionRecord& rec, Rcode rc);
+  Rcode deny_rcode() const { return cfg_.dns.deny_nxdomain ? Rcode::nxdomain : Rcode::refused; }
+  std::size_t reply_limit(const Query& q, Transport t) const;
+
+  const runtime::Config& cfg_;
+  policy::SnapshotStore& store_;
+  SharedCache& cache_;
+  Replier& replier_;
+  QtypeSet qtypes_ = QtypeSet::none();
+  std::vector<policy::IpAddr> hit_addrs_;  // a cache hit's addresses; capacity reused
+  RateLimiter limiter_;
+  runtime::FoldingLog log_;  // deny records: written, or folded past decision-log-per-client
+  std::chrono::steady_clock::time_point now_{};  // when the query being handled arrived
+  std::size_t pending_ = 0;                      // upstream queries in flight
+  bool stopped_ = false;
+  std::vector<std::uint8_t> wbuf_ = std::vector<std::uint8_t>(65'536);
+  std::vector<std::uint8_t> qbuf_ = std::vector<std::uint8_t>(1'024);
+  // Last, so they are destroyed first: queries they still hold complete (ARES_EDESTRUCTION)
+  // while everything above exists.
+  runtime::AresChannel udp_upstream_;
+  runtime::AresChannel tcp_upstream_;
+};
+
+}  // namespace vibepit::dns
