@@ -54,7 +54,18 @@ void ProxyServer::shutdown() {
   while (active() > 0 && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (active() > 0) spdlog::warn("drain timeout: closing {} open connections", active());
+  if (active() > 0) {
+    // Closed on their own threads, the connections end as on any close: a tunnel writes its
+    // close record with the bytes it moved. One that is still waiting on something else (a
+    // name lookup) has a moment to see it.
+    spdlog::warn("drain timeout: closing {} open connections", active());
+    for (auto& w : workers_) w->close_sessions();
+    until = std::chrono::steady_clock::now() + kCloseGrace;
+    while (active() > 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (active() > 0) spdlog::warn("{} connections still open at exit", active());
+  }
   for (auto& w : workers_) w->stop();
   for (auto& t : threads_) {
     if (t.joinable()) t.join();

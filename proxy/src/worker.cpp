@@ -125,6 +125,15 @@ void Worker::drain() {
   });
 }
 
+void Worker::close_sessions() {
+  asio::post(io_, [this] {
+    std::vector<Session*> open(sessions_.begin(), sessions_.end());
+    for (auto* s : open) {
+      if (sessions_.count(s)) s->close_all();
+    }
+  });
+}
+
 void Worker::stop() {
   io_.stop();
 }

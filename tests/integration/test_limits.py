@@ -323,6 +323,42 @@ class ShutdownTest(base.TopologyCase):
         self.assertLess(took, 1.5 + 1.5, "drain-timeout-ms is 1500")
 
 
+    def test_sigterm_with_500_open_tunnels_writes_every_close_record(self):
+        """500 tunnels open at SIGTERM: the proxy exits soon after drain-timeout-ms, and every
+        tunnel has its close record with the bytes it moved."""
+        n, drain_s = 500, 2.0
+        p = self.start_proxy(allow_http=RULES, drain_timeout_ms=int(drain_s * 1000),
+                             idle_timeout_ms=60000, argv_prefix=["prlimit", "--nofile=8192:8192", "--"])
+        tunnels = []
+        try:
+            for i in range(n):
+                c, resp = connect_tunnel(self.topo, p.port, "allowed.test:443", timeout=10)
+                tunnels.append(c)
+                self.assertEqual(resp.status, 200, "tunnel %d: %r%s" % (i, resp, p.diag()))
+                msg = b"tunnel %05d\n" % i
+                c.send(msg)
+                self.assertEqual(c.recv_exact(len(msg)), msg)
+            decisions = p.wait_records(lambda r: r.get("event") == "decision" and r.get("status") == 200,
+                                       count=n, timeout=10)
+            self.assertEqual(len(decisions), n, p.diag())
+            p.proc.send_signal(signal.SIGTERM)
+            status, took = p.wait_exit(drain_s + 10)
+            self.assertEqual(status, 0, p.diag())
+            self.assertGreater(took, drain_s - 0.5, "the open tunnels did not hold the drain")
+            self.assertLess(took, drain_s + 1.5, "drain-timeout-ms is %d ms" % (drain_s * 1000))
+            closes = [r for r in p.records() if r.get("event") == "close"]
+            self.assertEqual(sorted(r["id"] for r in closes), sorted(r["id"] for r in decisions),
+                             "%d close records for %d tunnels" % (len(closes), n))
+            moved = {(r["bytes_up"], r["bytes_down"]) for r in closes}
+            size = len(b"tunnel 00000\n")
+            self.assertEqual(moved, {(size, size)}, "each tunnel moved %d bytes each way" % size)
+            # and each client saw its tunnel end
+            self.assertTrue(all(c.closed_by_peer(0.5) for c in tunnels[:20]))
+        finally:
+            for c in tunnels:
+                c.close()
+
+
 class ConfigErrorTest(base.TopologyCase):
 
     def run_config(self, raw, timeout=5.0):

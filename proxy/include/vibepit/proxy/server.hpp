@@ -3,6 +3,7 @@
 // its own c-ares resolver and its own decision-log producer, so a connection lives on one
 // thread from accept to close and shares nothing mutable with other threads.
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <thread>
@@ -28,8 +29,10 @@ class ProxyServer {
   std::vector<asio::ip::tcp::endpoint> listen();
   void start();  // start worker threads
   // Stop accepting, close idle keep-alive connections, wait up to drain-timeout for the
-  // rest, then stop the loops and join the threads.
+  // rest, close what is still open (up to kCloseGrace for them to end and write their
+  // records), then stop the loops and join the threads.
   void shutdown();
+  static constexpr std::chrono::milliseconds kCloseGrace{1'000};
   std::size_t active() const { return active_.load(std::memory_order_relaxed); }
   // The I/O threads' loops, for the DNS server to run on. Valid until this server is
   // destroyed; the threads run from start() to shutdown().

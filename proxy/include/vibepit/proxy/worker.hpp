@@ -54,6 +54,9 @@ class Worker {
   // On any thread: stop accepting, refuse new clients, and close idle keep-alive
   // connections; requests in progress finish.
   void drain();
+  // On any thread: close every connection now (the drain time-out has passed). Each ends as
+  // on any close, on its own thread, and writes its records.
+  void close_sessions();
   void stop();  // on any thread: the loop returns
   // After the thread is joined: write the decision log's pending summaries.
   void flush_log() { log_.flush(); }
