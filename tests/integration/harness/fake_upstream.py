@@ -12,8 +12,10 @@ On every address it listens on every listed port:
   and the local/peer addresses. Chunked request bodies are decoded.
   Paths: /status/NNN answers with that status (204 and 304 without a body);
   /close adds Connection: close. HEAD gets the head only. /raw/NAME sends
-  one of RAW_RESPONSES (broken or unusual framing) and closes.
-- echo: a TCP echo; on EOF from the peer it half-closes back.
+  one of RAW_RESPONSES (broken or unusual framing) and closes, or, for the names in
+  RAW_RESETS, resets the connection (RST) after a pause.
+- echo: a TCP echo; on EOF from the peer it half-closes back. Bytes holding RESET_MARKER
+  are not echoed: the connection is reset (RST) instead.
 - bulk: integrity check for tunnels. The client sends a 28-byte header
   b"VPB1" + u64 n_down + u64 n_up + u64 seed (all big-endian). The server
   sends n_down bytes of pattern(seed) while it reads n_up bytes (or until
@@ -33,6 +35,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 
 BULK_MAGIC = b"VPB1"
 BULK_HEADER = struct.Struct("!4sQQQ")
@@ -167,7 +170,19 @@ RAW_RESPONSES = {
     "huge-head": b"HTTP/1.1 200 OK\r\nX-Big: " + b"h" * 200000 + b"\r\nContent-Length: 0\r\n\r\n",
     "until-close": b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nbody until close",
     "short-body": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly-part",
+    # one whole 1 KiB chunk, then 100 bytes of the next, then a reset (RAW_RESETS)
+    "reset-chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     + b"400\r\n" + b"a" * 1024 + b"\r\n" + b"400\r\n" + b"b" * 100,
 }
+RAW_RESETS = {"reset-chunked"}
+RESET_MARKER = b"VP-RESET-NOW"
+
+
+def reset(conn, pause=0.3):
+    """End the connection with a TCP reset, once what was sent has had `pause` to arrive."""
+    time.sleep(pause)
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
 
 
 def handle_http(conn, local, peer):
@@ -204,6 +219,8 @@ def handle_http(conn, local, peer):
             raw = RAW_RESPONSES.get(target[5:])
             if raw:
                 conn.sendall(raw)
+            if target[5:] in RAW_RESETS:
+                reset(conn)
             return                      # then close: the tests look at how the proxy copes
         conn_hdr = [v.lower() for k, v in headers if k.lower() == "connection"]
         close = (version == "HTTP/1.0" and "keep-alive" not in conn_hdr) or "close" in conn_hdr \
@@ -238,6 +255,9 @@ def handle_echo(conn, local, peer):
         data = conn.recv(65536)
         if not data:
             conn.shutdown(socket.SHUT_WR)
+            return
+        if RESET_MARKER in data:
+            reset(conn, pause=0)
             return
         conn.sendall(data)
 
