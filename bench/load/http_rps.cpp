@@ -20,6 +20,7 @@ struct RpsOptions {
   unsigned connections = 16;
   double duration_s = 10;
   std::uint64_t max = 5'000'000;
+  double rate = 0;
 };
 
 struct Lane {
@@ -38,6 +39,7 @@ struct Shared {
   Clock::time_point end;
   Clock::duration timeout;
   std::uint64_t max = 0;
+  Pace pace;
   std::atomic<std::uint64_t> issued{0};
 };
 
@@ -54,9 +56,7 @@ bool closed_while_idle(const asio::error_code& ec, bool reused, std::size_t have
 
 // Keeps a failing proxy from turning into a busy loop of reconnects.
 asio::awaitable<void> back_off(Worker& w) {
-  asio::steady_timer t(w.ioc(), std::chrono::milliseconds(10));
-  asio::error_code ec;
-  co_await t.async_wait(with_ec(ec));
+  co_await sleep_until(w, Clock::now() + std::chrono::milliseconds(10));
 }
 
 Outcome io_failure(Conn& c, Lane& lane) {
@@ -147,9 +147,14 @@ asio::awaitable<void> connection(Worker& w, Lane& lane, Shared& sh) {
     }
     ++lane.connects;
     for (bool reused = false;; reused = true) {
+      const auto k = sh.issued.fetch_add(1, std::memory_order_relaxed);
+      if (k >= sh.max || (sh.pace.rate > 0 && sh.pace.due(k) >= sh.end)) {
+        done = true;
+        break;
+      }
+      if (sh.pace.rate > 0) co_await sleep_until(w, sh.pace.due(k));
       auto t0 = Clock::now();
-      if (t0 >= sh.end || w.stopping() ||
-          sh.issued.fetch_add(1, std::memory_order_relaxed) >= sh.max) {
+      if (t0 >= sh.end || w.stopping()) {
         done = true;
         break;
       }
@@ -181,6 +186,7 @@ ModeResult run_rps(const RpsOptions& o) {
   for (auto& lane : lanes) lane.latency.reserve(reserve_hint(o.max, ws.size()));
   auto start = Clock::now();
   sh.end = start + duration;
+  sh.pace = Pace{start, o.rate};
   for (unsigned i = 0; i < o.connections; ++i) {
     auto& w = *ws[i % ws.size()];
     w.spawn(connection(w, lanes[w.index()], sh));
@@ -201,10 +207,14 @@ ModeResult run_rps(const RpsOptions& o) {
   }
   nlohmann::ordered_json j;
   j["mode"] = "http-rps";
-  j["parameters"] = {
-      {"proxy", o.client.proxy},        {"url", o.url}, {"connections", o.connections},
-      {"duration_s", o.duration_s},     {"max", o.max}, {"threads", o.client.threads},
-      {"timeout_s", o.client.timeout_s}};
+  j["parameters"] = {{"proxy", o.client.proxy},
+                     {"url", o.url},
+                     {"connections", o.connections},
+                     {"duration_s", o.duration_s},
+                     {"max", o.max},
+                     {"rate", o.rate},
+                     {"threads", o.client.threads},
+                     {"timeout_s", o.client.timeout_s}};
   j["results"] = {{"elapsed_s", elapsed},
                   {"requests", all.completed},
                   {"requests_per_s", static_cast<double>(all.completed) / elapsed},
@@ -236,6 +246,11 @@ void add_http_rps(CLI::App& app, Runner& runner) {
   cmd->add_option("--duration", o->duration_s, "Seconds to run")->capture_default_str();
   cmd->add_option("--max", o->max, "Stop after this many requests (bounds the sample memory)")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{100'000'000}))
+      ->capture_default_str();
+  cmd->add_option("--rate", o->rate,
+                  "Offered load: requests started per second across all connections (0: as "
+                  "fast as the connections go)")
+      ->check(CLI::Range(0.0, 10'000'000.0))
       ->capture_default_str();
   cmd->callback([o, &runner] { runner = [o] { return run_rps(*o); }; });
 }

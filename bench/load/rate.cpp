@@ -17,6 +17,7 @@ struct RateOptions {
   std::uint64_t max = 1'000'000;
   std::string payload = "echo";
   bool linger0 = false;
+  double rate = 0;
 };
 
 struct Lane {
@@ -33,14 +34,13 @@ struct Shared {
   std::uint64_t max = 0;
   bool echo = true;
   bool linger0 = false;
+  Pace pace;
   std::atomic<std::uint64_t> issued{0};
 };
 
 // A short pause after a failure keeps a refused port from turning into a busy loop.
 asio::awaitable<void> back_off(Worker& w) {
-  asio::steady_timer t(w.ioc(), std::chrono::milliseconds(1));
-  asio::error_code ec;
-  co_await t.async_wait(with_ec(ec));
+  co_await sleep_until(w, Clock::now() + std::chrono::milliseconds(1));
 }
 
 asio::awaitable<void> slot(Worker& w, Lane& lane, Shared& sh) {
@@ -48,8 +48,15 @@ asio::awaitable<void> slot(Worker& w, Lane& lane, Shared& sh) {
   auto storage = std::make_unique<char[]>(kMaxConnectAnswer);
   char* buf = storage.get();
   while (!w.stopping()) {
+    const auto k = sh.issued.fetch_add(1, std::memory_order_relaxed);
+    if (k >= sh.max) break;
+    if (sh.pace.rate > 0) {
+      const auto due = sh.pace.due(k);
+      if (due >= sh.end) break;
+      co_await sleep_until(w, due);
+    }
     auto t0 = Clock::now();
-    if (t0 >= sh.end || sh.issued.fetch_add(1, std::memory_order_relaxed) >= sh.max) break;
+    if (t0 >= sh.end || w.stopping()) break;
     Conn c(w);
     std::size_t extra = 0;
     auto st = co_await open_tunnel(c, sh.route, sh.timeout, std::span<char>(buf, kMaxConnectAnswer),
@@ -111,6 +118,7 @@ ModeResult run_rate(const RateOptions& o) {
   }
   auto start = Clock::now();
   sh.end = start + duration;
+  sh.pace = Pace{start, o.rate};
   for (unsigned i = 0; i < o.concurrency; ++i) {
     auto& w = *ws[i % ws.size()];
     w.spawn(slot(w, lanes[w.index()], sh));
@@ -128,15 +136,11 @@ ModeResult run_rate(const RateOptions& o) {
   }
   nlohmann::ordered_json j;
   j["mode"] = "connect-rate";
-  j["parameters"] = {{"proxy", o.client.proxy},
-                     {"target", o.target},
-                     {"concurrency", o.concurrency},
-                     {"duration_s", o.duration_s},
-                     {"max", o.max},
-                     {"payload", o.payload},
-                     {"linger0", o.linger0},
-                     {"threads", o.client.threads},
-                     {"timeout_s", o.client.timeout_s}};
+  j["parameters"] = {
+      {"proxy", o.client.proxy},        {"target", o.target}, {"concurrency", o.concurrency},
+      {"duration_s", o.duration_s},     {"max", o.max},       {"payload", o.payload},
+      {"linger0", o.linger0},           {"rate", o.rate},     {"threads", o.client.threads},
+      {"timeout_s", o.client.timeout_s}};
   j["results"] = {{"elapsed_s", elapsed},
                   {"tunnels", all.completed},
                   {"tunnels_per_s", static_cast<double>(all.completed) / elapsed},
@@ -170,6 +174,11 @@ void add_connect_rate(CLI::App& app, Runner& runner) {
                   "echo: 1 byte round trip through the tunnel; none: stop at the 200 "
                   "(direct: at the TCP connect)")
       ->check(CLI::IsMember({"echo", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--rate", o->rate,
+                  "Offered load: tunnels started per second across all slots (0: as fast as "
+                  "the slots go)")
+      ->check(CLI::Range(0.0, 10'000'000.0))
       ->capture_default_str();
   cmd->add_flag("--linger0", o->linger0,
                 "Close with RST (SO_LINGER 0) so the client leaves no TIME_WAIT behind");

@@ -106,4 +106,10 @@ void run_workers(Workers& ws, Clock::time_point limit) {
   for (auto& t : threads) t.join();
 }
 
+asio::awaitable<void> sleep_until(Worker& w, Clock::time_point t) {
+  asio::steady_timer timer(w.ioc(), t);
+  asio::error_code ec;
+  co_await timer.async_wait(with_ec(ec));
+}
+
 }  // namespace vibepit::bench

@@ -91,6 +91,21 @@ Workers make_workers(std::size_t n);
 // Runs every worker on its own thread (the calling thread for worker 0) and joins them.
 void run_workers(Workers& ws, Clock::time_point limit);
 
+// Waits on the worker's loop until `t`: a back-off, or the pace of an offered load.
+asio::awaitable<void> sleep_until(Worker& w, Clock::time_point t);
+
+// An offered load (--rate): unit k, counted from 0 across every slot, starts no earlier
+// than start + k / rate. A slot that falls behind starts its next unit at once, so the
+// load stays closed-loop (at most one unit per slot in flight). rate 0: no pacing.
+struct Pace {
+  Clock::time_point start{};
+  double rate = 0;
+  Clock::time_point due(std::uint64_t k) const {
+    return start + std::chrono::duration_cast<Clock::duration>(
+                       std::chrono::duration<double>(static_cast<double>(k) / rate));
+  }
+};
+
 // Error-as-value completion token: `co_await s.async_read_some(b, with_ec(ec))`.
 inline auto with_ec(asio::error_code& ec) {
   return asio::redirect_error(asio::use_awaitable, ec);
