@@ -1,0 +1,622 @@
+#!/usr/bin/env python3
+"""Soak: mixed load with fault events against one vibepit-proxy for --duration seconds,
+then checks that it came out as it went in.
+
+Topology: as bench/compare_dns.py (namespaces sb -> px -> net). The proxy serves HTTP and
+DNS on 192.0.2.1 in "px"; the load runs in "sb"; names resolve through the authoritative
+`vibepit-bench dns-auth` (every A record 198.51.100.10, where the `vibepit-bench serve`
+upstreams listen).
+
+Load, all at once until the end, each at a fixed offered rate (--scale multiplies them):
+  churn    CONNECT set-up and tear-down (connect-rate --rate, one byte echoed)
+  bulk     one CONNECT tunnel moving bytes, 2 s in every 10, alternately up and down
+  http     keep-alive absolute-form GETs (http-rps --rate)
+  dns      dnsperf at a fixed rate on three streams: allowed names answered from the cache,
+           denied names, and unique allowed names that miss the cache (upstream each time)
+  denied   CONNECTs for names not allowlisted, a private literal and an allowed name on a
+           port no rule opens: each must get 403
+  rules    one `POST /v1/allow-http` every second
+Fault events, one every --fault-every seconds, in turn:
+  rotate   the decision log renamed, then SIGHUP: the proxy writes a new file
+  resets   20 clients reset (RST) their tunnels in the middle of a download
+  slow     50 clients send half a request head and stall: closed at header-timeout-ms
+  dnsjunk  300 malformed datagrams, 20 DNS-over-TCP clients declaring 64 KiB and sending 1 byte
+  flood    300 denied CONNECTs at once (folded in the decision log past its per-client budget)
+
+Checks (the exit status is 1 when one fails):
+  - RSS and open descriptors at rest after the run within 5% of the warm baseline (at rest
+    after a warm-up of the same load; --rss-growth sets the RSS bound). The rules added
+    after the baseline stay in force and hold memory by design: RSS is judged without them,
+    at a cost per rule measured at the start of the run (1 000 rules in one request);
+  - zero errors on allowed traffic (the load generators' errors, non-200 answers, DNS
+    queries lost or answered other than NOERROR on the allowed streams);
+  - zero allowed decisions for denied targets (each denied CONNECT got 403, each denied
+    query REFUSED, and no decision record allows a denied target);
+  - every decision record in every log file parses and has the fields of its kind, and the
+    proxy counted no record it could not write;
+  - the proxy is alive at the end and exits 0 on SIGTERM.
+The figures go to --json, and with --markdown to the soak table in docs/benchmarks.md.
+Traffic goes only to addresses inside the namespaces this script creates.
+"""
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+
+import compare  # noqa: E402
+import compare_dns  # noqa: E402
+from harness import netns  # noqa: E402
+from harness.client import RawConn  # noqa: E402
+from harness.control import ControlConn  # noqa: E402
+from harness.fake_dns import build_query  # noqa: E402
+
+PROXY = compare.PROXY_ADDR
+PORTS = compare.PORTS
+HOST = "www.soak.test"
+DENIED_TARGETS = ["d%d.denied.test:443", "10.0.0.1:443", HOST + ":25", "%d.rules.test:8443"]
+RATES = {"churn": 400, "http": 1500, "dns": 800}     # per second, before --scale
+
+
+def udp_counters(topo, ns):
+    """The namespace's UDP drop counters (nstat): where a lost datagram was dropped."""
+    out = topo.run(ns, ["nstat", "-az"], timeout=10).stdout.decode()
+    keys = ("UdpRcvbufErrors", "UdpSndbufErrors", "UdpInErrors")
+    return {k: int(v) for k, v in re.findall(r"^(\w+)\s+(\d+)", out, re.M) if k in keys}
+
+
+def rss_and_fds(pid):
+    with open("/proc/%d/status" % pid) as f:
+        rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    return rss, len(os.listdir("/proc/%d/fd" % pid))
+
+
+class Soak:
+    def __init__(self, args):
+        self.args = args
+        self.topo = SoakTopology(os.path.abspath(args.bin_dir))
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.errors = []          # what failed, in words
+        self.counts = {}          # what ran, by load
+        self.faults = []
+        self.rotations = 0
+
+    # ---------------------------------------------------------- bookkeeping
+
+    def add(self, key, n=1):
+        with self.lock:
+            self.counts[key] = self.counts.get(key, 0) + n
+
+    def fail(self, text):
+        with self.lock:
+            if len(self.errors) < 200:
+                self.errors.append(text)
+        print("soak: ERROR %s" % text, flush=True)
+
+    # ---------------------------------------------------------- the proxy
+
+    def start_proxy(self):
+        t = self.topo
+        self.log_dir = os.path.join(t.tmp, "log")
+        os.makedirs(self.log_dir)
+        self.log_path = os.path.join(self.log_dir, "decisions.ndjson")
+        cfg = {
+            "proxy-listen": [PROXY + ":0"],
+            "dns-listen": [PROXY + ":53"],
+            "upstream-dns": [compare_dns.AUTH_ADDR],
+            "allow-http": ["*.soak.test:%d" % p for p in (PORTS["http"], PORTS["source"], PORTS["echo"],
+                                                          PORTS["discard"])],
+            "allow-dns": ["cached.test", "*.cached.test", "miss.test", "*.miss.test", "soak.test",
+                          "*.soak.test"],
+            "decision-log": self.log_path,
+            "decision-log-max-bytes": 256 << 20,
+            "decision-log-keep": 16,
+            "max-connections": 10000,
+            "dns-client-qps": 0,
+            "header-timeout-ms": 2000,
+            "drain-timeout-ms": 3000,
+            "control-rate": 0,
+        }
+        path = os.path.join(t.tmp, "soak.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        sd = os.path.join(t.tmp, "session")
+        self.proc = t.popen(t.px, [t.bin("vibepit-proxy"), "--config", path, "--session-dir", sd],
+                            log="vibepit")
+        compare.wait_for_listen(t, self.proc, "vibepit", r"listening control 127\.0\.0\.1:(\d+)")
+        text = t.read_log("vibepit")
+        self.port = int(re.search(r"listening proxy 192\.0\.2\.1:(\d+)", text).group(1))
+        control_port = int(re.search(r"listening control 127\.0\.0\.1:(\d+)", text).group(1))
+        self.control = ControlConn.for_session(t, t.px, "127.0.0.1", control_port, sd)
+        compare_dns.wait_udp(t, self.proc, "vibepit")
+        self.proxy = "%s:%d" % (PROXY, self.port)
+
+    def proxy_pid(self):
+        return self.proc.pid     # `ip netns exec` execs: the pid is the proxy's
+
+    def at_rest(self):
+        """RSS (KiB) and descriptors once the proxy is idle: the descriptor count has not
+        changed for a second (or 20 s have passed)."""
+        pid, last, still, deadline = self.proxy_pid(), None, 0, time.monotonic() + 20
+        while time.monotonic() < deadline and still < 4:
+            now = rss_and_fds(pid)
+            still = still + 1 if last is not None and now[1] == last[1] else 0
+            last = now
+            time.sleep(0.25)
+        return {"rss_kib": last[0], "fds": last[1]}
+
+    def rule_cost(self, n=1000):
+        """Bytes of RSS one allow-http rule holds at rest, measured here: n rules added in one
+        request, RSS before and after."""
+        before = self.at_rest()["rss_kib"]
+        r = self.control.post("/v1/allow-http", {"entries": ["c%d.calibrate.test:443" % i for i in range(n)]})
+        if r.status != 200:
+            raise RuntimeError("allow-http of %d rules answered %d" % (n, r.status))
+        return max(0.0, (self.at_rest()["rss_kib"] - before) * 1024 / n)
+
+    # ---------------------------------------------------------- the loads
+
+    def bench(self, argv, timeout):
+        return compare.bench(self.topo, argv, timeout)
+
+    def loop(self, name, end, fn):
+        """Run fn(seconds) in turns of at most 10 s until `end`; record what went wrong."""
+        def run():
+            while not self.stop.is_set():
+                left = end - time.monotonic()
+                if left < 1:
+                    return
+                try:
+                    fn(min(10.0, left))
+                except Exception as e:      # noqa: BLE001 - reported as a soak error
+                    self.fail("%s: %r" % (name, e))
+                    time.sleep(1)
+        th = threading.Thread(target=run, name=name, daemon=True)
+        th.start()
+        return th
+
+    def churn(self, secs):
+        rate = max(1, int(RATES["churn"] * self.args.scale))
+        r = self.bench(["connect-rate", "--proxy", self.proxy, "--target", "%s:%d" % (HOST, PORTS["echo"]),
+                        "--rate", str(rate), "--concurrency", "16", "--duration", "%.1f" % secs],
+                       secs + 60)
+        self.add("churn_tunnels", r["results"]["tunnels"])
+        if r["errors"]["total"]:
+            self.fail("churn: %s" % r["errors"])
+
+    def bulk(self, secs):
+        direction = "up" if self.counts.get("bulk_runs", 0) % 2 else "down"
+        target = "%s:%d" % (HOST, PORTS["discard" if direction == "up" else "source"])
+        r = self.bench(["connect-throughput", "--proxy", self.proxy, "--target", target, "--streams", "1",
+                        "--duration", "%.1f" % min(2.0, secs), "--direction", direction], secs + 60)
+        self.add("bulk_runs")
+        self.add("bulk_bytes", int(r["results"].get("bytes", 0)))
+        if r["errors"]["total"]:
+            self.fail("bulk %s: %s" % (direction, json.dumps(r)[:1500]))
+        time.sleep(max(0.0, secs - 2.0))
+
+    def http(self, secs):
+        rate = max(1, int(RATES["http"] * self.args.scale))
+        r = self.bench(["http-rps", "--proxy", self.proxy, "--url", "http://%s:%d/" % (HOST, PORTS["http"]),
+                        "--connections", "4", "--rate", str(rate), "--duration", "%.1f" % secs], secs + 60)
+        self.add("http_requests", r["results"]["requests"])
+        if r["errors"]["total"] or r["results"]["non200"]:
+            self.fail("http: %s, %d not 200" % (r["errors"], r["results"]["non200"]))
+
+    def dns(self, stream, secs):
+        rate = max(1, int(RATES["dns"] * self.args.scale))
+        out = compare_dns.dnsperf(self.topo, self.streams[stream], int(max(1, secs)),
+                                  ["-Q", str(rate)] + (["-n", "1"] if stream == "miss" else []), secs + 60)
+        sent = re.search(r"Queries sent:\s+(\d+)", out)
+        lost = compare_dns.LOST_RE.search(out)
+        codes = compare_dns.RCODES_RE.search(out)
+        if not sent:
+            raise RuntimeError("dnsperf: " + out[-800:])
+        self.add("dns_%s_sent" % stream, int(sent.group(1)))
+        codes = dict((name, int(n)) for name, n in re.findall(r"(\w+) (\d+) \(", codes.group(1) if codes else ""))
+        want = "REFUSED" if stream == "denied" else "NOERROR"
+        other = {k: v for k, v in codes.items() if k != want}
+        if other:
+            self.fail("dns %s: answers other than %s: %s" % (stream, want, other))
+        if stream != "denied" and lost and int(lost.group(1)):
+            self.fail("dns %s: %s queries lost" % (stream, lost.group(1)))
+
+    def denied(self, end):
+        def run():
+            i = 0
+            while not self.stop.is_set() and time.monotonic() < end:
+                target = DENIED_TARGETS[i % len(DENIED_TARGETS)]
+                target = target % i if "%d" in target else target
+                try:
+                    c = SandboxConn(self.topo, self.port)
+                    resp = c.request("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target), "CONNECT")
+                    c.close()
+                    self.add("denied_requests")
+                    if resp.status != 403:
+                        self.fail("denied %s answered %d" % (target, resp.status))
+                except Exception as e:      # noqa: BLE001
+                    self.fail("denied %s: %r" % (target, e))
+                i += 1
+                time.sleep(0.2)
+        th = threading.Thread(target=run, name="denied", daemon=True)
+        th.start()
+        return th
+
+    def rules(self, end):
+        def run():
+            while not self.stop.is_set() and time.monotonic() < end:
+                n = self.counts.get("rules_added", 0)
+                try:
+                    r = self.control.post("/v1/allow-http", {"entries": ["r%d.rules.test:443" % n]})
+                    if r.status != 200:
+                        self.fail("allow-http answered %d: %s" % (r.status, r.body[:200]))
+                    self.add("rules_added")
+                except Exception as e:      # noqa: BLE001
+                    self.fail("allow-http: %r" % e)
+                time.sleep(1)
+        th = threading.Thread(target=run, name="rules", daemon=True)
+        th.start()
+        return th
+
+    # ---------------------------------------------------------- faults
+
+    def sb_connect(self, port, timeout=5):
+        return self.topo.connect(self.topo.sb, PROXY, port, timeout=timeout)
+
+    def fault_rotate(self):
+        self.rotations += 1
+        os.rename(self.log_path, "%s.soak-%d" % (self.log_path, self.rotations))
+        self.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while not os.path.exists(self.log_path):
+            if time.monotonic() > deadline:
+                raise RuntimeError("no new decision log 5 s after SIGHUP")
+            time.sleep(0.05)
+
+    def fault_resets(self):
+        socks = []
+        try:
+            for _ in range(20):
+                s = self.sb_connect(self.port)
+                socks.append(s)
+                t = "%s:%d" % (HOST, PORTS["source"])
+                s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (t, t)).encode())
+            for s in socks:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        raise RuntimeError("tunnel closed before its 200")
+                    head += chunk
+                if not head.startswith(b"HTTP/1.1 200"):
+                    raise RuntimeError("tunnel refused: %r" % head[:100])
+                s.recv(65536)       # the download has started
+        finally:
+            for s in socks:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                s.close()
+
+    def fault_slow(self):
+        socks = []
+        try:
+            for _ in range(50):
+                s = self.sb_connect(self.port)
+                s.sendall(b"GET http://%s:%d/ HTTP/1.1\r\nHost: " % (HOST.encode(), PORTS["http"]))
+                socks.append(s)
+            deadline = time.monotonic() + 6        # header-timeout-ms 2000
+            for s in socks:
+                s.settimeout(max(0.1, deadline - time.monotonic()))
+                try:
+                    data = s.recv(4096)
+                except socket.timeout:
+                    raise RuntimeError("a stalled head was not closed within 6 s")
+                except ConnectionResetError:
+                    data = b""
+                if data and not data.startswith(b"HTTP/1.1 408"):
+                    raise RuntimeError("stalled head answered %r" % data[:60])
+        finally:
+            for s in socks:
+                s.close()
+
+    def fault_dnsjunk(self):
+        u = self.topo.socket(self.topo.sb, socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            for i in range(300):
+                junk = [b"\x00", b"\xff" * 12, build_query("junk.test", 1)[:-3],
+                        build_query("x" * 70 + ".cached.test", 1)][i % 4]
+                u.sendto(junk, (PROXY, 53))
+                # Paced: 300 datagrams at once would overflow the socket's receive buffer,
+                # and the kernel would drop the stream's queries with them, as in any flood.
+                time.sleep(0.001)
+        finally:
+            u.close()
+        held = [self.sb_connect(53) for _ in range(20)]
+        for s in held:
+            s.sendall(b"\xff\xff\x00")
+        time.sleep(0.5)
+        for s in held:
+            s.close()
+        # the server still answers
+        q = self.topo.socket(self.topo.sb, socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            q.settimeout(3)
+            q.sendto(build_query("c1.cached.test", 1, qid=0x5151), (PROXY, 53))
+            reply = q.recv(4096)
+            if reply[:2] != b"\x51\x51" or reply[3] & 0xF != 0:
+                raise RuntimeError("no NOERROR answer after the junk: %r" % reply[:12])
+        finally:
+            q.close()
+
+    def fault_flood(self):
+        socks = []
+        try:
+            for i in range(300):
+                s = self.sb_connect(self.port)
+                t = "f%d.flood.test:443" % i
+                s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (t, t)).encode())
+                socks.append(s)
+            for s in socks:
+                s.settimeout(5)
+                data = s.recv(4096)
+                if not data.startswith(b"HTTP/1.1 403"):
+                    raise RuntimeError("flood CONNECT answered %r" % data[:60])
+                self.add("denied_requests")
+        finally:
+            for s in socks:
+                s.close()
+
+    def fault_events(self, end):
+        events = [("rotate", self.fault_rotate), ("resets", self.fault_resets), ("slow", self.fault_slow),
+                  ("dnsjunk", self.fault_dnsjunk), ("flood", self.fault_flood)]
+
+        def run():
+            i = 0
+            while not self.stop.wait(self.args.fault_every) and time.monotonic() < end - 2:
+                name, fn = events[i % len(events)]
+                t0 = time.monotonic()
+                try:
+                    fn()
+                    ok = True
+                except Exception as e:      # noqa: BLE001
+                    self.fail("fault %s: %r" % (name, e))
+                    ok = False
+                with self.lock:
+                    self.faults.append({"event": name, "ok": ok, "s": round(time.monotonic() - t0, 2)})
+                i += 1
+        th = threading.Thread(target=run, name="faults", daemon=True)
+        th.start()
+        return th
+
+    # ---------------------------------------------------------- one phase
+
+    def phase(self, seconds):
+        end = time.monotonic() + seconds
+        threads = [self.loop("churn", end, self.churn), self.loop("bulk", end, self.bulk),
+                   self.loop("http", end, self.http)]
+        for stream in ("cached", "denied", "miss"):
+            threads.append(self.loop("dns-" + stream, end, lambda s, st=stream: self.dns(st, s)))
+        threads += [self.denied(end), self.rules(end), self.fault_events(end)]
+        for th in threads:
+            th.join(seconds + 120)
+            if th.is_alive():
+                self.fail("%s did not finish" % th.name)
+
+    # ---------------------------------------------------------- the records
+
+    def check_records(self):
+        files = sorted(glob.glob(self.log_path + "*"))
+        bad, total, summaries, allowed_denied, by_kind = [], 0, 0, [], {}
+        need = {"decision": ("id", "ts", "src", "event", "client", "verdict", "reason", "gen"),
+                "close": ("id", "ts", "src", "event", "client", "bytes_up", "bytes_down")}
+        # r<N>.rules.test:443 are the rules added; <N>.rules.test:8443 never is
+        denied_host = re.compile(r"(^|\.)(denied|flood)\.test$|^10\.0\.0\.1$|^\d+\.rules\.test$")
+        for path in files:
+            with open(path, "rb") as f:
+                for raw in f:
+                    total += 1
+                    try:
+                        r = json.loads(raw)
+                        kind = r["event"]
+                        missing = [k for k in need[kind] if k not in r]
+                    except (ValueError, KeyError, TypeError) as e:
+                        bad.append("%s: %r" % (raw[:200], e))
+                        continue
+                    if missing:
+                        bad.append("%s lacks %s" % (raw[:200], missing))
+                    by_kind[r["src"] + "/" + kind] = by_kind.get(r["src"] + "/" + kind, 0) + 1
+                    summaries += 1 if r.get("count") else 0
+                    name = str(r.get("host") or r.get("qname") or "").rstrip(".").lower()
+                    port = r.get("port")
+                    if kind == "decision" and r.get("verdict") == "allow" and (
+                            denied_host.search(name) or (name == HOST and str(port) == "25")):
+                        allowed_denied.append(raw[:200])
+        for b in bad[:5]:
+            self.fail("malformed record: %s" % b)
+        for a in allowed_denied[:5]:
+            self.fail("a denied target was allowed: %s" % a)
+        return {"files": len(files), "records": total, "malformed": len(bad), "summaries": summaries,
+                "allowed_for_denied": len(allowed_denied), "by_kind": by_kind}
+
+    # ---------------------------------------------------------- the run
+
+    def run(self):
+        a = self.args
+        t = self.topo
+        t.start()
+        try:
+            self.streams = compare_dns.write_streams(t.tmp, 200000)
+            self.start_proxy()
+            rule_cost = self.rule_cost()
+            print("soak: one rule holds %.0f bytes at rest" % rule_cost, flush=True)
+            warm = max(30, min(120, a.duration // 10))
+            print("soak: warm-up %d s" % warm, flush=True)
+            self.phase(warm)
+            base = self.at_rest()
+            rules_at_base = self.counts.get("rules_added", 0)
+            print("soak: warm baseline %s; main phase %d s" % (base, a.duration), flush=True)
+            samples = []
+            sampler_stop = threading.Event()
+
+            def sample():
+                t0 = time.monotonic()
+                while not sampler_stop.wait(5):
+                    rss, fds = rss_and_fds(self.proxy_pid())
+                    samples.append({"t": round(time.monotonic() - t0), "rss_kib": rss, "fds": fds})
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            udp0 = {ns: udp_counters(t, getattr(t, ns)) for ns in ("px", "sb")}
+            t0 = time.monotonic()
+            self.phase(a.duration)
+            ran = time.monotonic() - t0
+            udp = {ns: {k: v - udp0[ns].get(k, 0) for k, v in udp_counters(t, getattr(t, ns)).items()}
+                   for ns in ("px", "sb")}
+            sampler_stop.set()
+            end = self.at_rest()
+            print("soak: at rest after the run %s" % end, flush=True)
+            stats = self.control.request("GET", "/v1/stats").json()
+            unwritten = stats.get("decision_log_unwritten")
+            if unwritten:
+                self.fail("%s decision records could not be written" % unwritten)
+            alive = self.proc.poll() is None
+            if not alive:
+                self.fail("the proxy exited during the soak: %s" % t.read_log("vibepit")[-2000:])
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                status = self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                status = None
+            if status != 0:
+                self.fail("the proxy's exit status on SIGTERM was %s" % status)
+            records = self.check_records()
+            # The rules added since the baseline stay in force, and hold memory by design:
+            # the bound is on what is left when that is taken out.
+            rules_kib = (self.counts.get("rules_added", 0) - rules_at_base) * rule_cost / 1024
+            rss_residual = end["rss_kib"] - rules_kib
+            if rss_residual > base["rss_kib"] * (1 + a.rss_growth):
+                self.fail("RSS at rest grew from %d to %d KiB, %d KiB of it for the rules added; the "
+                          "rest is over %.0f%% of the baseline"
+                          % (base["rss_kib"], end["rss_kib"], rules_kib, 100 * a.rss_growth))
+            if end["fds"] > base["fds"] * 1.05:
+                self.fail("open descriptors at rest grew from %d to %d" % (base["fds"], end["fds"]))
+            peak = max(samples, key=lambda s: s["rss_kib"]) if samples else None
+            return {
+                "when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
+                "duration_s": round(ran), "scale": a.scale, "fault_every_s": a.fault_every,
+                "rss_growth_allowed": a.rss_growth,
+                "rates": {k: int(v * a.scale) for k, v in RATES.items()},
+                "baseline": base, "end": end, "peak": peak,
+                "rss_ratio": end["rss_kib"] / base["rss_kib"], "fds_ratio": end["fds"] / base["fds"],
+                "rule_cost_bytes": rule_cost, "rules_kib": rules_kib,
+                "rss_residual_ratio": rss_residual / base["rss_kib"],
+                "counts": self.counts, "faults": self.faults, "records": records,
+                "udp_drops": udp,
+                "decision_log_unwritten": unwritten, "exit_status": status,
+                "errors": self.errors, "passed": not self.errors, "samples": samples,
+            }
+        finally:
+            self.stop.set()
+            t.close()
+
+
+class SandboxConn(RawConn):
+    """A client connection from "sb", where the load runs, to the proxy."""
+
+    def __init__(self, topo, port, timeout=5.0):   # noqa: super().__init__ connects from px
+        self.sock = topo.connect(topo.sb, PROXY, port, timeout=timeout)
+        self.buf = b""
+
+
+class SoakTopology(compare_dns.DnsTopology):
+    """compare_dns's topology, with the soak's own zone on the authoritative server."""
+
+    def _start_fakes(self):
+        compare.BenchTopology._start_fakes(self)
+        self.run(self.net, ["ip", "addr", "add", compare_dns.AUTH_ADDR + "/32", "dev", "lo"])
+        self.popen(self.net, [self.bin("vibepit-bench"), "dns-auth", "--listen", compare_dns.AUTH_ADDR + ":53",
+                              "--zone", "cached.test:3600", "--zone", "miss.test:0", "--zone", "soak.test:300",
+                              "--threads", "1", "--duration", "7200"], log="dns-auth")
+        time.sleep(0.3)
+
+
+def render(res, path):
+    c, rec = res["counts"], res["records"]
+    faults = {}
+    for f in res["faults"]:
+        faults[f["event"]] = faults.get(f["event"], 0) + 1
+    lines = [
+        "Run: %s, %s, %d s of mixed load after a warm-up, a fault event every %d s." % (
+            res["when"], res["machine"], res["duration_s"], res["fault_every_s"]),
+        "",
+        "| measurement | result |",
+        "|---|---|",
+        "| offered load | %d tunnels/s (CONNECT churn), %d requests/s (keep-alive HTTP), %d queries/s on each DNS stream "
+        "(cached, denied, miss), one bulk tunnel 2 s in every 10, a denied CONNECT every 0.2 s, one rule a second |"
+        % (res["rates"]["churn"], res["rates"]["http"], res["rates"]["dns"]),
+        "| work done | %d tunnels, %d HTTP requests, %.1f GB bulk, %d DNS queries, %d denied CONNECTs, %d rules added |"
+        % (c.get("churn_tunnels", 0), c.get("http_requests", 0), c.get("bulk_bytes", 0) / 1e9,
+           sum(v for k, v in c.items() if k.startswith("dns_")), c.get("denied_requests", 0),
+           c.get("rules_added", 0)),
+        "| fault events | %s |" % ", ".join("%s ×%d" % kv for kv in sorted(faults.items())),
+        "| RSS at rest: warm baseline → after the run | %d KiB → %d KiB (%+.1f%%; peak under load %s KiB) |"
+        % (res["baseline"]["rss_kib"], res["end"]["rss_kib"], 100 * (res["rss_ratio"] - 1),
+           res["peak"]["rss_kib"] if res["peak"] else "?"),
+        "| of which the rules added since the baseline (%d bytes each, measured in this run) | %d KiB; the rest %+.1f%% |"
+        % (res["rule_cost_bytes"], res["rules_kib"], 100 * (res["rss_residual_ratio"] - 1)),
+        "| open descriptors at rest: warm baseline → after the run | %d → %d |"
+        % (res["baseline"]["fds"], res["end"]["fds"]),
+        "| decision records | %d in %d files, %d malformed, %d summaries of folded denials, %d unwritten |"
+        % (rec["records"], rec["files"], rec["malformed"], rec["summaries"], res["decision_log_unwritten"] or 0),
+        "| errors on allowed traffic, denied targets allowed | %d, %d |"
+        % (len([e for e in res["errors"] if not e.startswith("a denied")]), rec["allowed_for_denied"]),
+        "| result | %s |" % ("passed" if res["passed"] else "**failed**: " + "; ".join(res["errors"][:3])),
+    ]
+    # docs/benchmarks.md ends with the soak section: a first run appends the block there
+    compare.write_block(path, "soak", lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
+    ap.add_argument("--duration", type=int, default=1800, help="seconds of the main phase")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies every offered rate")
+    ap.add_argument("--fault-every", type=int, default=10, help="seconds between fault events")
+    ap.add_argument("--rss-growth", type=float, default=0.05,
+                    help="how much RSS at rest may grow over the warm baseline (0.05: 5%%); the "
+                         "sanitizer builds need more, for shadow memory and ASan's quarantine")
+    ap.add_argument("--json", default=os.path.join(ROOT, "build", "soak.json"))
+    ap.add_argument("--markdown", default=None, help="write the soak table into this markdown file")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("soak: needs root (network namespaces)")
+    netns.install_signal_cleanup()
+    res = Soak(args).run()
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(res, f, indent=2)
+    if args.markdown:
+        render(res, args.markdown)
+    summary = {k: res[k] for k in ("baseline", "end", "counts", "records", "passed")}
+    print("soak: %s" % json.dumps(summary))
+    for e in res["errors"]:
+        print("soak: failed: %s" % e)
+    return 0 if res["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
