@@ -25,7 +25,8 @@ Fault events, one every --fault-every seconds, in turn:
 
 Checks (the exit status is 1 when one fails):
   - RSS and open descriptors at rest after the run within 5% of the warm baseline (at rest
-    after a warm-up of the same load; --rss-growth sets the RSS bound). The rules added
+    after a warm-up of the same load in which every fault event happened once; --rss-growth
+    sets the RSS bound). The rules added
     after the baseline stay in force and hold memory by design: RSS is judged without them,
     at a cost per rule measured at the start of the run (1 000 rules in one request);
   - zero errors on allowed traffic (the load generators' errors, non-200 answers, DNS
@@ -80,9 +81,30 @@ def udp_counters(topo, ns):
 
 
 def rss_and_fds(pid):
-    with open("/proc/%d/status" % pid) as f:
-        rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    rss, _ = rss_parts(pid)
     return rss, len(os.listdir("/proc/%d/fd" % pid))
+
+
+def anon_by_mapping(pid):
+    """Anonymous KiB per mapping (/proc/PID/smaps), keyed by start address and name (a heap
+    that grows keeps its start)."""
+    out, key = {}, None
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            m = re.match(r"^([0-9a-f]+)-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$", line)
+            if m:
+                key = (m.group(1) + " " + m.group(2)).strip()
+            elif line.startswith("Anonymous:") and key:
+                out[key] = int(line.split()[1])
+    return out
+
+
+def rss_parts(pid):
+    """VmRSS, and its anonymous and file-backed parts (KiB): code pages a first fault touches
+    are file-backed, a heap that grew is anonymous."""
+    with open("/proc/%d/status" % pid) as f:
+        kib = {k: int(v) for k, v in re.findall(r"^(VmRSS|RssAnon|RssFile):\s+(\d+)", f.read(), re.M)}
+    return kib["VmRSS"], {"anon_kib": kib.get("RssAnon", 0), "file_kib": kib.get("RssFile", 0)}
 
 
 class Soak:
@@ -91,6 +113,7 @@ class Soak:
         self.topo = SoakTopology(os.path.abspath(args.bin_dir))
         self.stop = threading.Event()
         self.lock = threading.Lock()
+        self.control_lock = threading.Lock()
         self.errors = []          # what failed, in words
         self.counts = {}          # what ran, by load
         self.faults = []
@@ -149,16 +172,24 @@ class Soak:
     def proxy_pid(self):
         return self.proc.pid     # `ip netns exec` execs: the pid is the proxy's
 
+    def heap(self):
+        """The proxy's heap (KiB in use, KiB free in its arenas) from /v1/stats; None where
+        the allocator does not say (sanitizer builds)."""
+        with self.control_lock:     # one connection, shared with the rules loop
+            h = self.control.request("GET", "/v1/stats").json().get("heap")
+        return {"in_use_kib": h["in_use"] // 1024, "free_kib": h["free"] // 1024} if h else None
+
     def at_rest(self):
-        """RSS (KiB) and descriptors once the proxy is idle: the descriptor count has not
-        changed for a second (or 20 s have passed)."""
+        """RSS (KiB), descriptors and heap once the proxy is idle: the descriptor count has
+        not changed for a second (or 20 s have passed)."""
         pid, last, still, deadline = self.proxy_pid(), None, 0, time.monotonic() + 20
         while time.monotonic() < deadline and still < 4:
             now = rss_and_fds(pid)
             still = still + 1 if last is not None and now[1] == last[1] else 0
             last = now
             time.sleep(0.25)
-        return {"rss_kib": last[0], "fds": last[1]}
+        self.anon_maps = anon_by_mapping(pid)
+        return {"rss_kib": last[0], "fds": last[1], "rss": rss_parts(pid)[1], "heap": self.heap()}
 
     def rule_cost(self, n=1000):
         """Bytes of RSS one allow-http rule holds at rest, measured here: n rules added in one
@@ -262,7 +293,8 @@ class Soak:
             while not self.stop.is_set() and time.monotonic() < end:
                 n = self.counts.get("rules_added", 0)
                 try:
-                    r = self.control.post("/v1/allow-http", {"entries": ["r%d.rules.test:443" % n]})
+                    with self.control_lock:
+                        r = self.control.post("/v1/allow-http", {"entries": ["r%d.rules.test:443" % n]})
                     if r.status != 200:
                         self.fail("allow-http answered %d: %s" % (r.status, r.body[:200]))
                     self.add("rules_added")
@@ -380,9 +412,10 @@ class Soak:
             for s in socks:
                 s.close()
 
+    FAULTS = ("rotate", "resets", "slow", "dnsjunk", "flood")
+
     def fault_events(self, end):
-        events = [("rotate", self.fault_rotate), ("resets", self.fault_resets), ("slow", self.fault_slow),
-                  ("dnsjunk", self.fault_dnsjunk), ("flood", self.fault_flood)]
+        events = [(name, getattr(self, "fault_" + name)) for name in self.FAULTS]
 
         def run():
             i = 0
@@ -463,10 +496,13 @@ class Soak:
             self.start_proxy()
             rule_cost = self.rule_cost()
             print("soak: one rule holds %.0f bytes at rest" % rule_cost, flush=True)
-            warm = max(30, min(120, a.duration // 10))
+            # Warm: every fault event has happened once (its code paths are paged in and its
+            # buffers exist) before the baseline is taken.
+            warm = max((len(self.FAULTS) + 1) * a.fault_every + 5, min(120, a.duration // 10))
             print("soak: warm-up %d s" % warm, flush=True)
             self.phase(warm)
             base = self.at_rest()
+            anon0 = self.anon_maps
             rules_at_base = self.counts.get("rules_added", 0)
             print("soak: warm baseline %s; main phase %d s" % (base, a.duration), flush=True)
             samples = []
@@ -476,7 +512,8 @@ class Soak:
                 t0 = time.monotonic()
                 while not sampler_stop.wait(5):
                     rss, fds = rss_and_fds(self.proxy_pid())
-                    samples.append({"t": round(time.monotonic() - t0), "rss_kib": rss, "fds": fds})
+                    samples.append({"t": round(time.monotonic() - t0), "rss_kib": rss, "fds": fds,
+                                    "heap": self.heap()})
             sampler = threading.Thread(target=sample, daemon=True)
             sampler.start()
             udp0 = {ns: udp_counters(t, getattr(t, ns)) for ns in ("px", "sb")}
@@ -487,6 +524,9 @@ class Soak:
                    for ns in ("px", "sb")}
             sampler_stop.set()
             end = self.at_rest()
+            # Where anonymous memory grew, by mapping: the first place to look when RSS did.
+            grew = sorted(((v - anon0.get(k, 0), k) for k, v in self.anon_maps.items()), reverse=True)
+            end["anon_growth_kib"] = [{"mapping": k, "kib": d} for d, k in grew[:6] if d > 0]
             print("soak: at rest after the run %s" % end, flush=True)
             stats = self.control.request("GET", "/v1/stats").json()
             unwritten = stats.get("decision_log_unwritten")
@@ -554,6 +594,14 @@ class SoakTopology(compare_dns.DnsTopology):
         time.sleep(0.3)
 
 
+def heap_row(base, end):
+    if not base or not end:
+        return "not known (the allocator does not say)"
+    return "%d KiB → %d KiB (%+.1f%%); free inside the heap %d KiB → %d KiB" % (
+        base["in_use_kib"], end["in_use_kib"], 100 * (end["in_use_kib"] / base["in_use_kib"] - 1),
+        base["free_kib"], end["free_kib"])
+
+
 def render(res, path):
     c, rec = res["counts"], res["records"]
     faults = {}
@@ -578,6 +626,8 @@ def render(res, path):
            res["peak"]["rss_kib"] if res["peak"] else "?"),
         "| of which the rules added since the baseline (%d bytes each, measured in this run) | %d KiB; the rest %+.1f%% |"
         % (res["rule_cost_bytes"], res["rules_kib"], 100 * (res["rss_residual_ratio"] - 1)),
+        "| heap in use at rest (the C library's count): warm baseline → after the run | %s |"
+        % heap_row(res["baseline"].get("heap"), res["end"].get("heap")),
         "| open descriptors at rest: warm baseline → after the run | %d → %d |"
         % (res["baseline"]["fds"], res["end"]["fds"]),
         "| decision records | %d in %d files, %d malformed, %d summaries of folded denials, %d unwritten |"

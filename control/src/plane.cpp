@@ -13,6 +13,7 @@
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/control/tls.hpp"
 #include "vibepit/policy/ip.hpp"
+#include "vibepit/runtime/heap.hpp"
 
 namespace vibepit::control {
 namespace {
@@ -64,6 +65,9 @@ class ControlPlane::Metrics : public StatsSource {
     auto j = stats_.to_json();
     j["decision_log_dropped"] = log_.dropped();
     j["decision_log_unwritten"] = log_.unwritten();
+    if (const auto heap = runtime::heap_figures(); heap.known) {
+      j["heap"] = {{"in_use", heap.in_use}, {"free", heap.free}, {"mapped", heap.mapped}};
+    }
     if (server_) {
       j["control"] = {{"accepted", server_->accepted.load()},
                       {"refused_busy", server_->refused_busy.load()},
@@ -87,6 +91,15 @@ class ControlPlane::Metrics : public StatsSource {
         "# TYPE vibepit_decision_log_unwritten_total counter\n"
         "vibepit_decision_log_unwritten_total " +
         std::to_string(log_.unwritten()) + "\n";
+    if (const auto heap = runtime::heap_figures(); heap.known) {
+      out +=
+          "# HELP vibepit_heap_bytes The C library's heap: bytes in use, and bytes free inside "
+          "its arenas.\n"
+          "# TYPE vibepit_heap_bytes gauge\n"
+          "vibepit_heap_bytes{state=\"in_use\"} " +
+          std::to_string(heap.in_use) + "\nvibepit_heap_bytes{state=\"free\"} " +
+          std::to_string(heap.free) + "\n";
+    }
     if (server_) {
       out +=
           "# HELP vibepit_control_errors_total Control connections and requests refused, by "

@@ -352,6 +352,15 @@ class Standalone(ControlCase):
         metrics = c.request("GET", "/metrics")
         self.assertIn("vibepit_decisions_total", metrics.body)
         self.assertTrue(metrics.headers["content-type"].startswith("text/plain"))
+        # The heap gauge: glibc's figures, absent where a sanitizer owns the heap.
+        if self.proxy.sanitized():
+            self.assertNotIn("heap", stats)
+            self.assertNotIn("vibepit_heap_bytes", metrics.body)
+        else:
+            self.assertGreater(stats["heap"]["in_use"], 1 << 20, stats["heap"])
+            self.assertGreaterEqual(stats["heap"]["in_use"], stats["heap"]["mapped"])
+            self.assertRegex(metrics.body, r'\nvibepit_heap_bytes\{state="in_use"\} [1-9][0-9]{6,}\n')
+            self.assertRegex(metrics.body, r'\nvibepit_heap_bytes\{state="free"\} [0-9]+\n')
         # A CONNECT now shows up after `after`.
         conn, resp = self.tunnel("denied-paging.test:443")
         self.assertStatus(resp, 403)

@@ -126,6 +126,12 @@ class Proxy:
             return None
         return self.topo.stop_process(self.proc, sig=sig, timeout=timeout)
 
+    def sanitized(self):
+        """Whether the binary was built with ASan or TSan (their allocator, not glibc's)."""
+        with open(self.binary, "rb") as f:
+            data = f.read()
+        return b"__asan_init" in data or b"__tsan_init" in data
+
     def sanitizer_report(self):
         """The first sanitizer report in stderr, or None."""
         err = self.stderr()
