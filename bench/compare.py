@@ -317,11 +317,12 @@ def matcher_ratio(bin_dir):
 
 # ------------------------------------------------------------------ report
 
-def write_block(path, name, lines, heading=""):
+def write_block(path, name, lines, heading="", writer="bench/compare.sh"):
     """Replace the generated block `name` in the markdown at `path` (or append it, under
-    `heading`). The block sits between <!-- NAME:begin ... --> and <!-- NAME:end -->."""
+    `heading`). The block sits between <!-- NAME:begin ... --> and <!-- NAME:end -->, and its
+    first line names the `writer`."""
     text = open(path).read() if os.path.exists(path) else "# Benchmarks\n"
-    block = "\n".join(["<!-- %s:begin (written by bench/compare.sh; do not edit by hand) -->" % name]
+    block = "\n".join(["<!-- %s:begin (written by %s; do not edit by hand) -->" % (name, writer)]
                       + lines + ["<!-- %s:end -->" % name])
     pattern = r"<!-- %s:begin.*?<!-- %s:end -->" % (re.escape(name), re.escape(name))
     if re.search(pattern, text, flags=re.S):

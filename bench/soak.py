@@ -637,7 +637,7 @@ def render(res, path):
         "| result | %s |" % ("passed" if res["passed"] else "**failed**: " + "; ".join(res["errors"][:3])),
     ]
     # docs/benchmarks.md ends with the soak section: a first run appends the block there
-    compare.write_block(path, "soak", lines)
+    compare.write_block(path, "soak", lines, writer="bench/soak.sh")
 
 
 def main():

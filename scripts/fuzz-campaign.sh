@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # A fuzzing campaign, run by hand (not in CI): each libFuzzer target for MINUTES (default 30)
-# from its corpus in tests/fuzz/corpus, then the corpus minimised (-merge=1) and written back
-# to the tree. Prints one line per target (executions, coverage, features, corpus before
-# and after) and appends it as JSON to build-fuzz/campaign.ndjson.
+# from its corpus in tests/fuzz/corpus; then the inputs that add coverage (-merge=1) are
+# written back to the tree beside the named seeds. Prints one line per target (executions,
+# coverage, features, corpus before and after) and appends it as JSON to
+# build-fuzz/campaign.ndjson; scripts/fuzz-report.py puts those figures in docs/security.md.
 #   scripts/fuzz-campaign.sh [--minutes N] [--jobs J] [TARGET...]   (default: every target)
 # --jobs runs J targets side by side, one core each (taskset), so J should not exceed the
 # cores. A crash stops that target, keeps its input under build-fuzz/campaign/, and makes
 # the exit status 1.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 minutes=30
 jobs=1
 targets=()
@@ -28,6 +29,18 @@ fi
 out=build-fuzz/campaign
 mkdir -p "$out"
 
+# The tree's corpus keeps its named seeds (hand-made inputs and past crashes, each named for
+# what it is) and gains the fewest inputs from the run that add coverage to them: libFuzzer's
+# -merge=1 into a copy of the seeds copies only inputs with new features.
+merge_into_tree() {  # exe core corpus work
+  local exe="$1" core="$2" corpus="$3" work="$4"
+  rm -rf "$work/merged" && mkdir -p "$work/merged"
+  cp "$corpus"/* "$work/merged"/ 2>/dev/null
+  taskset -c "$core" "$exe" -merge=1 -rss_limit_mb=2048 -timeout=10 "$work/merged" \
+    "$work/run" >"$work/merge.log" 2>&1 || return 1
+  cp -n "$work/merged"/* "$corpus"/
+}
+
 one() {  # target core
   local t="$1" core="$2"
   local exe="build-fuzz/bin/$t" corpus="tests/fuzz/corpus/$t" work="$out/$t"
@@ -42,14 +55,9 @@ one() {  # target core
   execs=$(sed -n -E 's/^stat::number_of_executed_units: ([0-9]+)/\1/p' "$work/fuzz.log" | tail -1)
   cov=$(grep -E '^#[0-9]+' "$work/fuzz.log" | sed -n -E 's/.* cov: ([0-9]+).*/\1/p' | tail -1)
   ft=$(grep -E '^#[0-9]+' "$work/fuzz.log" | sed -n -E 's/.* ft: ([0-9]+).*/\1/p' | tail -1)
-  # Minimise: the smallest set of inputs that keeps every feature, old and new.
-  taskset -c "$core" "$exe" -merge=1 -rss_limit_mb=2048 -timeout=10 "$work/merged" \
-    "$corpus" "$work/run" >"$work/merge.log" 2>&1
+  merge_into_tree "$exe" "$core" "$corpus" "$work"
   local after
-  after=$(find "$work/merged" -type f | wc -l)
-  if [ "$after" -gt 0 ]; then
-    rm -rf "$corpus" && mkdir -p "$corpus" && cp "$work/merged"/* "$corpus"/
-  fi
+  after=$(find "$corpus" -type f | wc -l)
   local crashes
   crashes=$(find "$work/artifacts" -type f | wc -l)
   printf '{"target":"%s","minutes":%s,"execs":%s,"cov":%s,"ft":%s,"corpus_before":%s,"corpus_after":%s,"exit":%s,"crashes":%s,"when":"%s"}\n' \
