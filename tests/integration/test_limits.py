@@ -404,7 +404,8 @@ class BurstMemoryTest(base.TopologyCase):
             start, peak1, rest1, peak2, rest2)
         print(figures)
         self.assertGreater(peak1 - start, 4 * 1024, "the burst should cost memory; " + figures)
-        self.assertLess(peak2 - peak1, (peak1 - start) // 10, figures)
+        # The first burst's high-water mark: RSS can still rise while its tunnels close.
+        self.assertLess(peak2 - max(peak1, rest1), (peak1 - start) // 10, figures)
         self.assertLess(rest2 - rest1, (peak1 - start) // 10, figures)
 
 
