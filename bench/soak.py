@@ -26,7 +26,8 @@ Fault events, one every --fault-every seconds, in turn:
 Checks (the exit status is 1 when one fails):
   - RSS and open descriptors at rest after the run within 5% of the warm baseline (at rest
     after a warm-up of the same load in which every fault event happened once; --rss-growth
-    sets the RSS bound). The rules added
+    sets the RSS bound), and so is the C library's count of heap bytes in use, where the
+    build reports it (--heap-growth). The rules added
     after the baseline stay in force and hold memory by design: RSS is judged without them,
     at a cost per rule measured at the start of the run (1 000 rules in one request);
   - zero errors on allowed traffic (the load generators' errors, non-200 answers, DNS
@@ -555,6 +556,16 @@ class Soak:
                 self.fail("RSS at rest grew from %d to %d KiB, %d KiB of it for the rules added; the "
                           "rest is over %.0f%% of the baseline"
                           % (base["rss_kib"], end["rss_kib"], rules_kib, 100 * a.rss_growth))
+            # The heap in use, where the allocator says: a leak shows here without the
+            # allocator's high-water noise that RSS carries.
+            heap_residual = None
+            if base.get("heap") and end.get("heap"):
+                heap_residual = end["heap"]["in_use_kib"] - rules_kib
+                if heap_residual > base["heap"]["in_use_kib"] * (1 + a.heap_growth):
+                    self.fail("heap in use at rest grew from %d to %d KiB, %d KiB of it for the rules "
+                              "added; the rest is over %.0f%% of the baseline"
+                              % (base["heap"]["in_use_kib"], end["heap"]["in_use_kib"], rules_kib,
+                                 100 * a.heap_growth))
             if end["fds"] > base["fds"] * 1.05:
                 self.fail("open descriptors at rest grew from %d to %d" % (base["fds"], end["fds"]))
             peak = max(samples, key=lambda s: s["rss_kib"]) if samples else None
@@ -568,6 +579,7 @@ class Soak:
                 "rss_ratio": end["rss_kib"] / base["rss_kib"], "fds_ratio": end["fds"] / base["fds"],
                 "rule_cost_bytes": rule_cost, "rules_kib": rules_kib,
                 "rss_residual_ratio": rss_residual / base["rss_kib"],
+                "heap_residual_ratio": heap_residual / base["heap"]["in_use_kib"] if heap_residual else None,
                 "counts": self.counts, "faults": self.faults, "records": records,
                 "udp_drops": udp,
                 "decision_log_unwritten": unwritten, "exit_status": status,
@@ -599,12 +611,12 @@ class SoakTopology(compare_dns.DnsTopology):
         time.sleep(0.3)
 
 
-def heap_row(base, end):
+def heap_row(base, end, residual_ratio):
     if not base or not end:
         return "not known (the allocator does not say)"
-    return "%d KiB → %d KiB (%+.1f%%); free inside the heap %d KiB → %d KiB" % (
+    return "%d KiB → %d KiB (%+.1f%%; without the rules %+.1f%%); free inside the heap %d KiB → %d KiB" % (
         base["in_use_kib"], end["in_use_kib"], 100 * (end["in_use_kib"] / base["in_use_kib"] - 1),
-        base["free_kib"], end["free_kib"])
+        100 * (residual_ratio - 1), base["free_kib"], end["free_kib"])
 
 
 def render(res, path):
@@ -632,7 +644,7 @@ def render(res, path):
         "| of which the rules added since the baseline (%d bytes each, measured in this run) | %d KiB; the rest %+.1f%% |"
         % (res["rule_cost_bytes"], res["rules_kib"], 100 * (res["rss_residual_ratio"] - 1)),
         "| heap in use at rest (the C library's count): warm baseline → after the run | %s |"
-        % heap_row(res["baseline"].get("heap"), res["end"].get("heap")),
+        % heap_row(res["baseline"].get("heap"), res["end"].get("heap"), res.get("heap_residual_ratio")),
         "| open descriptors at rest: warm baseline → after the run | %d → %d |"
         % (res["baseline"]["fds"], res["end"]["fds"]),
         "| decision records | %d in %d files, %d malformed, %d summaries of folded denials, %d unwritten |"
@@ -654,6 +666,9 @@ def main():
     ap.add_argument("--rss-growth", type=float, default=0.05,
                     help="how much RSS at rest may grow over the warm baseline (0.05: 5%%); the "
                          "sanitizer builds need more, for shadow memory and ASan's quarantine")
+    ap.add_argument("--heap-growth", type=float, default=0.05,
+                    help="how much the heap in use at rest may grow over the warm baseline, the "
+                         "rules added taken out (release builds; sanitizer builds do not report it)")
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "soak.json"))
     ap.add_argument("--markdown", default=None, help="write the soak table into this markdown file")
     args = ap.parse_args()
