@@ -217,7 +217,9 @@ void DecisionLog::Producer::push(DecisionRecord&& r) {
 bool DecisionLog::Producer::pop(DecisionRecord& out) {
   auto tail = tail_.load(std::memory_order_relaxed);
   if (tail == head_.load(std::memory_order_acquire)) return false;
-  out = std::move(slots_[tail & mask_]);
+  // Moved out through a temporary: a move assignment straight into `out` would hand out's
+  // old string buffers to the slot, and every slot would keep heap memory while idle.
+  out = DecisionRecord(std::move(slots_[tail & mask_]));
   tail_.store(tail + 1, std::memory_order_release);
   return true;
 }

@@ -1,5 +1,7 @@
 #include "vibepit/runtime/decision_log.hpp"
 
+#include "vibepit/runtime/heap.hpp"
+
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
@@ -240,6 +242,50 @@ TEST(DecisionLog, ProducersOnManyThreadsLoseNothingWhenThereIsRoom) {
   for (auto* p : producers) dropped += p->dropped();
   EXPECT_EQ(dropped, 0u);  // each queue holds more than its producer ever pushes
   EXPECT_EQ(log.written(), 8000u);
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
+std::size_t allocated_bytes() {
+  return __sanitizer_get_current_allocated_bytes();
+}
+#else
+std::size_t allocated_bytes() {
+  return heap_figures().in_use;
+}
+#endif
+
+// A drained queue holds no heap memory: its slots are empty records, not the strings of
+// records long written. (Moved out by assignment, each of the 16 384 slots kept the buffers
+// of the writer's previous record, several MiB for each I/O thread of the proxy.)
+TEST(DecisionLog, ADrainedQueueKeepsNoStringBuffers) {
+  constexpr std::size_t kSlots = 1 << 14;
+  DecisionLog log("", 1);
+  auto& p = log.make_producer(kSlots);
+  log.start();
+  auto record = [] {
+    auto r = sample();
+    r.client = "198.51.100.200:54321 (a client name longer than any short string)";
+    r.host = "a-host-name-that-no-short-string-optimisation-can-hold.example";
+    r.rule = "*.a-rule-long-enough-to-need-the-heap.example:443";
+    r.detail = "a detail that is long enough to be allocated on the heap";
+    return r;
+  };
+  p.push(record());  // the writer's own buffers are allocated once, before the baseline
+  wait_written(log, 1);
+  const std::size_t before = allocated_bytes();
+  std::uint64_t pushed = 1;
+  for (int round = 0; round < 4; ++round) {  // every slot is used twice
+    for (std::size_t i = 0; i < kSlots / 2; ++i, ++pushed) p.push(record());
+    wait_written(log, pushed);
+  }
+  ASSERT_EQ(log.written(), pushed);
+  ASSERT_EQ(p.dropped(), 0u);
+  const std::size_t after = allocated_bytes();
+  log.stop();
+  // 4 heap strings in each of 16 384 slots would be about 5 MiB; 64 KiB allows for the
+  // allocator's own bookkeeping.
+  EXPECT_LT(after, before + 64 * 1024) << "before " << before << ", after " << after;
 }
 
 }  // namespace
