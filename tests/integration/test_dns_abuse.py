@@ -208,10 +208,6 @@ class DnsAbuseTest(DnsCase):
         self.assertIsNotNone(took, "half a length prefix kept the connection open%s" % self.diag())
         self.assertServing(tcp=True)
 
-    def rss_kib(self):
-        with open("/proc/%d/status" % self.proxy.proc.pid) as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-
     def test_tcp_declared_length_is_not_allocated_up_front(self):
         """Clients that declare 64 KiB and send one byte cost what they sent, not 64 KiB each.
 
@@ -223,13 +219,13 @@ class DnsAbuseTest(DnsCase):
         held = []
 
         def hold(prefix):
-            before = self.rss_kib()
+            before = self.proxy.rss_kib()
             for _ in range(n):
                 s = self.tcp_connect()
                 s.sendall(prefix + b"\x00")
                 held.append(s)
             time.sleep(0.3)              # every connection read its byte (dns-tcp-idle-ms: 1000)
-            return self.rss_kib() - before
+            return self.proxy.rss_kib() - before
 
         try:
             small = hold(b"\x00\x0c")

@@ -365,11 +365,6 @@ class ShutdownTest(base.TopologyCase):
                 c.close()
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-
-
 class BurstMemoryTest(base.TopologyCase):
 
     def test_a_second_burst_reuses_the_first_bursts_memory(self):
@@ -389,15 +384,15 @@ class BurstMemoryTest(base.TopologyCase):
             tunnels = []
             try:
                 open_echo_tunnels(self, p, tunnels, n, lambda i: msg)
-                peak = rss_kib(p.proc.pid)
+                peak = p.rss_kib()
             finally:
                 for c in tunnels:
                     c.close()
             closes[0] += n
             p.wait_records(lambda r: r.get("event") == "close", count=closes[0], timeout=30)
-            return peak, rss_kib(p.proc.pid)
+            return peak, p.rss_kib()
 
-        start = rss_kib(p.proc.pid)
+        start = p.rss_kib()
         peak1, rest1 = burst()
         peak2, rest2 = burst()
         figures = "RSS KiB: start %d, first burst %d then %d, second burst %d then %d" % (

@@ -126,6 +126,11 @@ class Proxy:
             return None
         return self.topo.stop_process(self.proc, sig=sig, timeout=timeout)
 
+    def rss_kib(self):
+        """The process's resident set (VmRSS), KiB."""
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
     def sanitized(self):
         """Whether the binary was built with ASan or TSan (their allocator, not glibc's)."""
         with open(self.binary, "rb") as f:
