@@ -26,6 +26,12 @@ scripts/build.sh fuzz || exit 1
 if [ ${#targets[@]} -eq 0 ]; then
   for d in tests/fuzz/corpus/*/; do targets+=("$(basename "$d")"); done
 fi
+for t in "${targets[@]}"; do
+  if [ ! -x "build-fuzz/bin/$t" ] || [ ! -d "tests/fuzz/corpus/$t" ]; then
+    echo "fuzz-campaign: no target $t (the targets: $(cd tests/fuzz/corpus && echo *))" >&2
+    exit 2
+  fi
+done
 out=build-fuzz/campaign
 mkdir -p "$out"
 
