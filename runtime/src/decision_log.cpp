@@ -9,9 +9,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -20,24 +22,26 @@
 namespace vibepit::runtime {
 namespace {
 constexpr std::uint64_t kIdBlock = 4096;  // ids a producer takes from the shared counter at once
+constexpr std::size_t kBatch = 1024;      // records the writer formats and writes at once
 
-std::string format_ts(std::int64_t ts_us) {
+void append_ts(std::string& out, std::int64_t ts_us) {
   // Only the writer thread formats; the calendar part changes once a second.
   thread_local std::time_t cached_secs = -1;
   thread_local char cached[32];
+  thread_local std::size_t cached_len = 0;
   std::time_t secs = ts_us / 1'000'000;
   if (secs != cached_secs) {
     std::tm tm{};
     gmtime_r(&secs, &tm);
-    std::strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
+    cached_len = std::strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
     cached_secs = secs;
   }
-  std::string out(cached);
+  out.push_back('"');
+  out.append(cached, cached_len);
   auto frac = static_cast<unsigned>(ts_us % 1'000'000);
-  char digits[8] = {'.', '0', '0', '0', '0', '0', '0', 'Z'};
+  char digits[9] = {'.', '0', '0', '0', '0', '0', '0', 'Z', '"'};
   for (int i = 6; i >= 1; --i, frac /= 10) digits[i] = static_cast<char>('0' + frac % 10);
   out.append(digits, sizeof digits);
-  return out;
 }
 
 // JSON string escaping. Bytes that are not valid UTF-8 (hosts come from the wire) become
@@ -162,19 +166,25 @@ std::int64_t now_us() {
 }
 
 std::string to_json_line(const DecisionRecord& r) {
-  // Written by hand: the writer thread formats every record, and this is several times
-  // cheaper than building a JSON object first.
   std::string out;
   out.reserve(320);
+  append_json_line(out, r);
+  return out;
+}
+
+void append_json_line(std::string& out, const DecisionRecord& r) {
+  // Written by hand: the writer thread formats every record, and this is several times
+  // cheaper than building a JSON object first.
   out += "{\"id\":";
   out += std::to_string(r.id);
-  field(out, "ts", format_ts(r.ts_us));
+  out += ",\"ts\":";
+  append_ts(out, r.ts_us);
   field(out, "src", r.src);
   if (std::string_view(r.src) == "dns") {
     field(out, "event", "decision");
     dns_fields(out, r);
     out += "}\n";
-    return out;
+    return;
   }
   field(out, "event", r.close ? "close" : "decision");
   field(out, "client", r.client);
@@ -198,7 +208,6 @@ std::string to_json_line(const DecisionRecord& r) {
     field(out, "ms", r.ms);
   }
   out += "}\n";
-  return out;
 }
 
 DecisionLog::Producer::Producer(std::size_t capacity)
@@ -233,7 +242,10 @@ std::uint64_t DecisionLog::Producer::next_id() {
 }
 
 DecisionLog::DecisionLog(const std::string& path, std::size_t ring_capacity, LogRotation rotation)
-    : rotation_(rotation), ring_capacity_(ring_capacity) {
+    : rotation_(rotation),
+      ring_(ring_capacity, ring_capacity > SIZE_MAX / kRingBytesPerRecord
+                               ? SIZE_MAX
+                               : ring_capacity * kRingBytesPerRecord) {
   if (path == "-") {
     to_stdout_ = true;
   } else if (!path.empty()) {
@@ -269,44 +281,50 @@ void DecisionLog::rotate() {
   rotations_.fetch_add(1, std::memory_order_relaxed);
 }
 
+namespace {
+// Writes all of [data, data + size) unless the file refuses; `done` is what was written.
+int write_all(int fd, const char* data, std::size_t size, std::size_t& done) {
+  done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    done += static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+}  // namespace
+
 // Writes `buf` (`lines` whole lines) to the file. What cannot be written (disk full, the
 // file gone) is counted in unwritten(), and the proxy goes on: the records are still in
 // the ring. A line cut short is ended by the next write, so the file stays one record a line.
-void DecisionLog::write_out(std::string& buf, std::size_t lines) {
+void DecisionLog::write_out(std::string_view buf, std::size_t lines) {
   if (buf.empty()) return;
   if (fd_ < 0 && !open_file()) {
     note_write_failure(lines, errno);
-    buf.clear();
     return;
   }
-  const std::size_t prefix = broken_line_ ? 1 : 0;  // ends the line a failed write cut
-  if (prefix) buf.insert(buf.begin(), '\n');
   std::size_t done = 0;
-  int err = 0;
-  while (done < buf.size()) {
-    const ssize_t n = ::write(fd_, buf.data() + done, buf.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      err = n < 0 ? errno : EIO;
-      break;
+  if (broken_line_) {  // end the line a failed write cut
+    if (const int err = write_all(fd_, "\n", 1, done); err != 0) {
+      note_write_failure(lines, err);
+      return;
     }
-    done += static_cast<std::size_t>(n);
-  }
-  file_bytes_ += done;
-  if (done == buf.size()) {
+    ++file_bytes_;
     broken_line_ = false;
+  }
+  const int err = write_all(fd_, buf.data(), buf.size(), done);
+  file_bytes_ += done;
+  if (err == 0) {
     if (failing_) {
       failing_ = false;
       spdlog::info("decision log {}: writing again", path_);
     }
-  } else {
-    const auto start = buf.begin() + static_cast<std::ptrdiff_t>(std::min(prefix, done));
-    const auto whole = static_cast<std::size_t>(
-        std::count(start, buf.begin() + static_cast<std::ptrdiff_t>(done), '\n'));
-    broken_line_ = done < prefix || (done > prefix && buf[done - 1] != '\n');
-    note_write_failure(lines - whole, err);
+    return;
   }
-  buf.clear();
+  const auto whole = static_cast<std::size_t>(std::count(buf.begin(), buf.begin() + done, '\n'));
+  broken_line_ = done > 0 && buf[done - 1] != '\n';
+  note_write_failure(lines - whole, err);
 }
 
 void DecisionLog::note_write_failure(std::size_t lines, int err) {
@@ -318,25 +336,28 @@ void DecisionLog::note_write_failure(std::size_t lines, int err) {
   }
 }
 
-void DecisionLog::write_batch(const std::vector<std::string>& batch) {
+// Writes batch_ out, rotating the file before a line that would take it past max_bytes.
+void DecisionLog::write_batch() {
   if (to_stdout_) {
-    for (const auto& line : batch) std::fwrite(line.data(), 1, line.size(), stdout);
+    std::fwrite(batch_.data(), 1, batch_.size(), stdout);
     return;
   }
   if (path_.empty()) return;
-  std::string buf;
-  std::size_t lines = 0;
-  for (const auto& line : batch) {
-    if (rotation_.max_bytes != 0 && file_bytes_ + buf.size() != 0 &&
-        file_bytes_ + buf.size() + line.size() > rotation_.max_bytes) {
-      write_out(buf, lines);
+  const std::string_view all(batch_);
+  std::size_t start = 0, line_start = 0, lines = 0;
+  for (const std::size_t end : batch_ends_) {
+    const std::size_t chunk = line_start - start;
+    if (rotation_.max_bytes != 0 && file_bytes_ + chunk != 0 &&
+        file_bytes_ + chunk + (end - line_start) > rotation_.max_bytes) {
+      write_out(all.substr(start, chunk), lines);
+      start = line_start;
       lines = 0;
       rotate();
     }
-    buf += line;
+    line_start = end;
     ++lines;
   }
-  write_out(buf, lines);
+  write_out(all.substr(start, line_start - start), lines);
 }
 
 void DecisionLog::reopen() {
@@ -369,25 +390,27 @@ void DecisionLog::stop() {
 }
 
 std::size_t DecisionLog::drain_once() {
-  std::size_t n = 0;
   DecisionRecord r;
-  std::vector<std::string> batch;
+  batch_.clear();
+  batch_ends_.clear();
   for (auto& p : producers_) {
-    while (batch.size() < 1024 && p->pop(r)) {
+    while (batch_ends_.size() < kBatch && p->pop(r)) {
       if (observer_) observer_(r);
-      batch.push_back(to_json_line(r));
+      append_json_line(batch_, r);
+      batch_ends_.push_back(batch_.size());
     }
   }
-  if (batch.empty()) return 0;
-  write_batch(batch);
+  const std::size_t n = batch_ends_.size();
+  if (n == 0) return 0;
+  write_batch();
   {
     std::lock_guard lock(ring_mu_);  // once per batch, not per record
-    for (auto& line : batch) {
-      ring_.push_back({next_seq_++, std::move(line)});
-      if (ring_.size() > ring_capacity_) ring_.pop_front();
+    std::size_t start = 0;
+    for (const std::size_t end : batch_ends_) {
+      ring_.push(next_seq_++, std::string_view(batch_).substr(start, end - start));
+      start = end;
     }
   }
-  n = batch.size();
   written_.fetch_add(n, std::memory_order_relaxed);
   return n;
 }
@@ -425,11 +448,13 @@ std::vector<DecisionLog::RingEntry> DecisionLog::since(std::uint64_t after, std:
   std::lock_guard lock(ring_mu_);
   std::vector<RingEntry> out;
   lost = 0;
-  if (ring_.empty()) return out;
-  auto first = ring_.front().seq;
+  // Records numbered up to next_seq_ - 1 were written; those before the ring's first are gone.
+  const std::uint64_t first = ring_.empty() ? next_seq_ : ring_.first_seq();
   if (after + 1 < first) lost = first - (after + 1);
-  auto start = after < first ? 0 : after - first + 1;
-  for (auto i = start; i < ring_.size() && out.size() < limit; ++i) out.push_back(ring_[i]);
+  const std::uint64_t start = after < first ? 0 : after - first + 1;
+  for (auto i = start; i < ring_.size() && out.size() < limit; ++i) {
+    out.push_back({first + i, ring_.line(static_cast<std::size_t>(i))});
+  }
   return out;
 }
 

@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -16,6 +15,7 @@
 
 #include "vibepit/policy/decision.hpp"
 #include "vibepit/policy/snapshot.hpp"
+#include "vibepit/runtime/line_ring.hpp"
 
 namespace vibepit::runtime {
 
@@ -60,7 +60,8 @@ struct DecisionRecord {
   std::uint16_t client_port = 0;
 };
 
-std::string to_json_line(const DecisionRecord& r);  // one NDJSON line, with '\n'
+std::string to_json_line(const DecisionRecord& r);                 // one NDJSON line, with '\n'
+void append_json_line(std::string& out, const DecisionRecord& r);  // the same, appended to out
 std::int64_t now_us();  // the wall clock of DecisionRecord::ts_us, microseconds
 
 // Rotation of the decision-log file: past max_bytes (0: never) it is renamed PATH.1 (PATH.1
@@ -98,6 +99,10 @@ class DecisionLog {
     std::string line;
   };
 
+  // The ring's byte budget for each record it is to keep: it keeps ring_capacity records
+  // while they average no more than this.
+  static constexpr std::size_t kRingBytesPerRecord = 512;
+
   // path: a file (appended), "-" for stdout, or "" for no file (ring only).
   DecisionLog(const std::string& path, std::size_t ring_capacity, LogRotation rotation = {});
   ~DecisionLog();
@@ -133,8 +138,8 @@ class DecisionLog {
   bool open_file();
   void close_file();
   void rotate();
-  void write_batch(const std::vector<std::string>& batch);
-  void write_out(std::string& buf, std::size_t lines);
+  void write_batch();
+  void write_out(std::string_view buf, std::size_t lines);
   void note_write_failure(std::size_t lines, int err);
   std::size_t drain_once();
   std::uint64_t take_id_block();
@@ -155,10 +160,13 @@ class DecisionLog {
   std::atomic<bool> stopping_{false};
   std::thread writer_;
   std::atomic<std::uint64_t> written_{0};
+  // Writer thread only: the lines of one batch, end to end, and where each ends. Reused, so
+  // formatting and writing allocate nothing once they have grown to a full batch.
+  std::string batch_;
+  std::vector<std::size_t> batch_ends_;
 
   mutable std::mutex ring_mu_;  // writer thread and control readers only
-  std::deque<RingEntry> ring_;
-  std::size_t ring_capacity_;
+  LineRing ring_;
   std::uint64_t next_seq_ = 1;
 };
 
