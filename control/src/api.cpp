@@ -223,8 +223,8 @@ ApiResponse ControlApi::rules_view() const {
   auto snap = store_.current();
   return json_response(200, {{"generation", snap->generation},
                              {"mode", policy::to_string(snap->rules.mode)},
-                             {"allow-http", snap->rules.allow_http},
-                             {"allow-dns", snap->rules.allow_dns},
+                             {"allow-http", snap->rules.allow_http.to_vector()},
+                             {"allow-dns", snap->rules.allow_dns.to_vector()},
                              {"block-cidr", snap->rules.block_cidr}});
 }
 

@@ -26,14 +26,15 @@ std::vector<policy::RuleError> parse_all(const std::vector<std::string>& entries
   return errors;
 }
 
-// Moves the rules whose canonical text is new out of `rules`, recording which were new.
-template <class Rule>
-std::vector<Rule> only_new(std::vector<Rule>& rules, const std::vector<std::string>& present,
-                           AddResult& out) {
-  std::unordered_set<std::string> seen(present.begin(), present.end());
+// Moves the rules that neither the matcher in force nor an earlier entry of the same
+// request holds out of `rules`, recording which were new. The cost grows with the entries
+// given, not with the rules in force.
+template <class Rule, class Matcher>
+std::vector<Rule> only_new(std::vector<Rule>& rules, const Matcher& present, AddResult& out) {
+  std::unordered_set<std::string> seen;
   std::vector<Rule> fresh;
   for (auto& rule : rules) {
-    if (seen.insert(rule.text).second) {
+    if (!present.contains(rule) && seen.insert(rule.text).second) {
       out.added.push_back(rule.text);
       fresh.push_back(std::move(rule));
     } else {
@@ -58,9 +59,9 @@ std::variant<AddResult, std::vector<policy::RuleError>> RuleUpdater::add(
   AddResult out;
   policy::ParsedRules fresh;
   if (list == RuleList::allow_http) {
-    fresh.allow_http = only_new(parsed.allow_http, snap->rules.allow_http, out);
+    fresh.allow_http = only_new(parsed.allow_http, snap->http, out);
   } else {
-    fresh.allow_dns = only_new(parsed.allow_dns, snap->rules.allow_dns, out);
+    fresh.allow_dns = only_new(parsed.allow_dns, snap->dns, out);
   }
   if (out.added.empty()) {
     out.generation = snap->generation;

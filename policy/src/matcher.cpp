@@ -34,67 +34,71 @@ void for_each_suffix(std::string_view name, const detail::LabelWindow& w, F&& f)
 
 }  // namespace
 
+bool DnsMatcher::contains(const DnsRule& rule) const {
+  return (rule.domain.wildcard ? suffix_ : exact_).find(rule.domain.name) != nullptr;
+}
+
 bool DnsMatcher::add(DnsRule rule) {
-  auto& map = rule.domain.wildcard ? suffix_ : exact_;
-  if (map.find(rule.domain.name) != map.end()) return false;
+  if (contains(rule)) return false;  // probed first: a duplicate leaves every shard shared
+  const bool wildcard = rule.domain.wildcard;
   std::string key = rule.domain.name;
-  if (rule.domain.wildcard) widen(window_, key);
-  map.emplace(std::move(key), Entry{std::move(rule), count_});
+  if (wildcard) widen(window_, key);
+  bool inserted = false;
+  (wildcard ? suffix_ : exact_).get_or_insert(std::move(key), inserted) =
+      Entry{std::move(rule), count_};
   ++count_;
   return true;
 }
 
 const DnsRule* DnsMatcher::match(std::string_view name) const {
-  if (auto it = exact_.find(name); it != exact_.end()) return &it->second.rule;
+  if (const Entry* e = exact_.find(name)) return &e->rule;
   if (suffix_.empty()) return nullptr;
   const Entry* best = nullptr;
   for_each_suffix(name, window_, [&](std::string_view suffix) {
-    auto it = suffix_.find(suffix);
-    if (it != suffix_.end() && (best == nullptr || it->second.seq < best->seq)) {
-      best = &it->second;
-    }
+    const Entry* e = suffix_.find(suffix);
+    if (e != nullptr && (best == nullptr || e->seq < best->seq)) best = e;
   });
   return best == nullptr ? nullptr : &best->rule;
 }
 
-bool HttpMatcher::add_to(detail::NameMap<std::vector<Entry>>& map, std::string key, HttpRule rule,
-                         std::size_t seq) {
-  auto& globs = map[std::move(key)];
-  for (const auto& e : globs) {
-    if (e.rule.port_glob == rule.port_glob) return false;
+std::string HttpMatcher::key_of(const HttpRule& rule) {
+  return rule.kind == HttpRule::Kind::ip ? rule.ip.to_string() : rule.domain.name;
+}
+
+bool HttpMatcher::contains(const HttpRule& rule) const {
+  const auto* globs = (in_suffixes(rule) ? suffix_ : exact_).find(key_of(rule));
+  if (globs == nullptr) return false;
+  for (const auto& e : *globs) {
+    if (e.rule.port_glob == rule.port_glob) return true;
   }
-  globs.push_back(Entry{std::move(rule), seq});
-  return true;
+  return false;
 }
 
 bool HttpMatcher::add(HttpRule rule) {
-  bool added = false;
-  if (rule.kind == HttpRule::Kind::ip) {
-    std::string key = rule.ip.to_string();
-    added = add_to(exact_, std::move(key), std::move(rule), count_);
-  } else {
-    std::string key = rule.domain.name;
-    bool wildcard = rule.domain.wildcard;
-    if (wildcard) widen(window_, key);  // harmless even when the rule turns out a duplicate
-    added = add_to(wildcard ? suffix_ : exact_, std::move(key), std::move(rule), count_);
-  }
-  if (added) ++count_;
-  return added;
+  if (contains(rule)) return false;  // probed first: a duplicate leaves every shard shared
+  std::string key = key_of(rule);
+  const bool wildcard = in_suffixes(rule);
+  if (wildcard) widen(window_, key);
+  bool inserted = false;
+  auto& globs = (wildcard ? suffix_ : exact_).get_or_insert(std::move(key), inserted);
+  globs.push_back(Entry{std::move(rule), count_});
+  ++count_;
+  return true;
 }
 
 const HttpRule* HttpMatcher::match(std::string_view host, std::uint16_t port) const {
   // An exact name beats any wildcard; within one name the globs are in insertion order.
-  if (auto it = exact_.find(host); it != exact_.end()) {
-    for (const auto& e : it->second) {
+  if (const auto* globs = exact_.find(host)) {
+    for (const auto& e : *globs) {
       if (port_glob_matches(e.rule.port_glob, port)) return &e.rule;
     }
   }
   if (suffix_.empty()) return nullptr;
   const Entry* best = nullptr;
   for_each_suffix(host, window_, [&](std::string_view suffix) {
-    auto it = suffix_.find(suffix);
-    if (it == suffix_.end()) return;
-    for (const auto& e : it->second) {
+    const auto* globs = suffix_.find(suffix);
+    if (globs == nullptr) return;
+    for (const auto& e : *globs) {
       if (best != nullptr && e.seq >= best->seq) break;
       if (port_glob_matches(e.rule.port_glob, port)) {
         best = &e;

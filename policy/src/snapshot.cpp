@@ -43,7 +43,7 @@ std::shared_ptr<const Snapshot> alias(const std::shared_ptr<const Holder>& holde
 // Adds a parsed rule to its matcher and, unless an equal one was there, its canonical text
 // to the list shown to users.
 template <class Matcher, class Rule>
-void add_rule(Matcher& matcher, std::vector<std::string>& texts, Rule rule) {
+void add_rule(Matcher& matcher, CowList<std::string>& texts, Rule rule) {
   std::string text = rule.text;
   if (matcher.add(std::move(rule))) texts.push_back(std::move(text));
 }
@@ -51,7 +51,7 @@ void add_rule(Matcher& matcher, std::vector<std::string>& texts, Rule rule) {
 // Parses every entry of one list into its matcher, collecting every error.
 template <class Rule, class Parse, class Matcher>
 void compile_list(const std::vector<std::string>& entries, Parse parse, Matcher& matcher,
-                  std::vector<std::string>& texts, std::vector<RuleError>& errors) {
+                  CowList<std::string>& texts, std::vector<RuleError>& errors) {
   for (const auto& entry : entries) {
     auto parsed = parse(entry);
     if (auto* err = std::get_if<RuleError>(&parsed)) {

@@ -24,9 +24,10 @@ TEST(CompileTest, CanonicalDeduplicatedInOrder) {
   auto* snap = std::get_if<std::shared_ptr<const Snapshot>>(&result);
   ASSERT_NE(snap, nullptr);
   EXPECT_EQ((*snap)->generation, 7u);
-  EXPECT_EQ((*snap)->rules.allow_http,
+  EXPECT_EQ((*snap)->rules.allow_http.to_vector(),
             (std::vector<std::string>{"example.com:443", "*.example.com:8*", "[2001:db8::1]:443"}));
-  EXPECT_EQ((*snap)->rules.allow_dns, (std::vector<std::string>{"b.test", "a.test", "*.c.test"}));
+  EXPECT_EQ((*snap)->rules.allow_dns.to_vector(),
+            (std::vector<std::string>{"b.test", "a.test", "*.c.test"}));
   EXPECT_EQ((*snap)->rules.block_cidr,
             (std::vector<std::string>{"198.51.100.0/24", "2001:db8:bad::/48"}));
   EXPECT_EQ((*snap)->http.size(), 3u);
@@ -77,8 +78,9 @@ TEST(CompileTest, WithAddedCopiesTheBaseAndLeavesItAlone) {
   added.allow_http.push_back(std::get<HttpRule>(parse_http_rule("a.test:443")));  // present
   added.allow_dns.push_back(std::get<DnsRule>(parse_dns_rule("*.b.test")));
   auto next = with_added(*base, std::move(added));
-  EXPECT_EQ(next->rules.allow_http, (std::vector<std::string>{"a.test:443", "*.b.test:80"}));
-  EXPECT_EQ(next->rules.allow_dns, (std::vector<std::string>{"a.test", "*.b.test"}));
+  EXPECT_EQ(next->rules.allow_http.to_vector(),
+            (std::vector<std::string>{"a.test:443", "*.b.test:80"}));
+  EXPECT_EQ(next->rules.allow_dns.to_vector(), (std::vector<std::string>{"a.test", "*.b.test"}));
   EXPECT_EQ(next->rules.block_cidr, base->rules.block_cidr);
   EXPECT_EQ(next->rules.mode, Mode::audit);
   EXPECT_NE(next->http.match("a.test", 443), nullptr);

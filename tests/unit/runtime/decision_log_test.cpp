@@ -1,6 +1,6 @@
 #include "vibepit/runtime/decision_log.hpp"
 
-#include "vibepit/runtime/heap.hpp"
+#include "../allocated_bytes.hpp"
 
 #include <gtest/gtest.h>
 
@@ -244,16 +244,7 @@ TEST(DecisionLog, ProducersOnManyThreadsLoseNothingWhenThereIsRoom) {
   EXPECT_EQ(log.written(), 8000u);
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
-std::size_t allocated_bytes() {
-  return __sanitizer_get_current_allocated_bytes();
-}
-#else
-std::size_t allocated_bytes() {
-  return heap_figures().in_use;
-}
-#endif
+using vibepit::testing::allocated_bytes;
 
 // A drained queue holds no heap memory: its slots are empty records, not the strings of
 // records long written. (Moved out by assignment, each of the 16 384 slots kept the buffers

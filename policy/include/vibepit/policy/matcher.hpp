@@ -1,28 +1,20 @@
 #pragma once
 // Rule matching whose cost does not grow with the number of rules: a hash of exact names
-// plus a hash of wildcard suffixes, walked label by label from the query name.
+// plus a hash of wildcard suffixes, walked label by label from the query name. The hashes
+// are copy-on-write (cow.hpp): a copy of a matcher shares them, and adding a rule to it
+// copies one shard of one hash.
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "vibepit/policy/cow.hpp"
 #include "vibepit/policy/rules.hpp"
 
 namespace vibepit::policy {
 
 namespace detail {
-// Lets the maps be probed with a string_view, so a lookup never builds a std::string.
-struct NameHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept {
-    return std::hash<std::string_view>{}(s);
-  }
-};
-template <class V>
-using NameMap = std::unordered_map<std::string, V, NameHash, std::equal_to<>>;
 // The fewest and most labels of any wildcard suffix: the walk probes only suffixes whose
 // label count lies in between, which usually means one or two probes per query.
 struct LabelWindow {
@@ -35,6 +27,7 @@ class DnsMatcher {
  public:
   // Returns false (and changes nothing) when an equal rule is already present.
   bool add(DnsRule rule);
+  bool contains(const DnsRule& rule) const;  // an equal rule is present
   // `name` must already be normalised (normalize_name). nullptr when nothing matches.
   const DnsRule* match(std::string_view name) const;
   std::size_t size() const { return count_; }
@@ -44,15 +37,16 @@ class DnsMatcher {
     DnsRule rule;
     std::size_t seq;  // insertion order: among several wildcards, the first added wins
   };
-  detail::NameMap<Entry> exact_;
-  detail::NameMap<Entry> suffix_;  // key: the suffix after "*."
-  detail::LabelWindow window_;     // label counts of the suffix keys
+  CowNameMap<Entry> exact_;
+  CowNameMap<Entry> suffix_;    // key: the suffix after "*."
+  detail::LabelWindow window_;  // label counts of the suffix keys
   std::size_t count_ = 0;
 };
 
 class HttpMatcher {
  public:
   bool add(HttpRule rule);
+  bool contains(const HttpRule& rule) const;  // an equal rule is present
   // `host` is a normalised name or canonical IP text (IpAddr::to_string, no brackets).
   const HttpRule* match(std::string_view host, std::uint16_t port) const;
   std::size_t size() const { return count_; }
@@ -63,11 +57,15 @@ class HttpMatcher {
     HttpRule rule;
     std::size_t seq;  // insertion order: among several matches, the first added wins
   };
-  static bool add_to(detail::NameMap<std::vector<Entry>>& map, std::string key, HttpRule rule,
-                     std::size_t seq);
-  detail::NameMap<std::vector<Entry>> exact_;   // names and canonical IP text
-  detail::NameMap<std::vector<Entry>> suffix_;  // key: the suffix after "*."
-  detail::LabelWindow window_;                  // label counts of the suffix keys
+  using Map = CowNameMap<std::vector<Entry>>;
+  // A rule is filed under its name, or its canonical IP text, in one of the two maps.
+  static std::string key_of(const HttpRule& rule);
+  static bool in_suffixes(const HttpRule& rule) {
+    return rule.kind == HttpRule::Kind::domain && rule.domain.wildcard;
+  }
+  Map exact_;                   // names and canonical IP text
+  Map suffix_;                  // key: the suffix after "*."
+  detail::LabelWindow window_;  // label counts of the suffix keys
   std::size_t count_ = 0;
 };
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "vibepit/policy/classify.hpp"
+#include "vibepit/policy/cow.hpp"
 #include "vibepit/policy/matcher.hpp"
 #include "vibepit/policy/rules.hpp"
 
@@ -34,12 +35,23 @@ struct RuleSet {
   Mode mode = Mode::enforce;
 };
 
+// The rules in force as canonical text, in insertion order, for display. The lists are
+// shared with the snapshot's copies (cow.hpp), like the matchers.
+struct RuleTexts {
+  CowList<std::string> allow_http;
+  CowList<std::string> allow_dns;
+  std::vector<std::string> block_cidr;
+  Mode mode = Mode::enforce;
+};
+
+// Copying a snapshot costs a fixed number of reference counts, whatever it holds: its
+// matchers and lists share their parts with the copy until the copy changes one.
 struct Snapshot {
   std::uint64_t generation = 0;
   HttpMatcher http;
   DnsMatcher dns;
   Classifier classifier;
-  RuleSet rules;  // canonical entries, in insertion order, for display
+  RuleTexts rules;
 };
 
 // Compile and validate a whole rule set. Any invalid entry fails the whole set.
@@ -56,8 +68,8 @@ struct ParsedRules {
   std::vector<DnsRule> allow_dns;
 };
 // A mutable copy of `base` with `added` appended, for publish(). Nothing is parsed again;
-// a rule equal to one present is skipped. The copy costs a walk of the matchers, not a
-// compilation.
+// a rule equal to one present is skipped. The cost grows with the rules added, not with
+// the rules in `base`: the copy shares base's parts and copies only those it changes.
 std::shared_ptr<Snapshot> with_added(const Snapshot& base, ParsedRules added);
 
 class SnapshotStore {
