@@ -2,8 +2,9 @@
 # A fuzzing campaign, run by hand (not in CI): each libFuzzer target for MINUTES (default 30)
 # from its corpus in tests/fuzz/corpus; then the inputs that add coverage (-merge=1) are
 # written back to the tree beside the named seeds. Prints one line per target (executions,
-# coverage, features, corpus before and after) and appends it as JSON to
-# build-fuzz/campaign.ndjson; scripts/fuzz-report.py puts those figures in docs/security.md.
+# coverage, features, corpus before and after) and appends it as JSON to the ledger kept in
+# the tree, tests/fuzz/campaign.ndjson; scripts/fuzz-report.py puts those figures in
+# docs/security.md.
 #   scripts/fuzz-campaign.sh [--minutes N] [--jobs J] [TARGET...]   (default: every target)
 # --jobs runs J targets side by side, one core each (taskset), so J should not exceed the
 # cores. A crash stops that target, keeps its input under build-fuzz/campaign/, and makes
@@ -68,7 +69,7 @@ one() {  # target core
   crashes=$(find "$work/artifacts" -type f | wc -l)
   printf '{"target":"%s","minutes":%s,"execs":%s,"cov":%s,"ft":%s,"corpus_before":%s,"corpus_after":%s,"exit":%s,"crashes":%s,"when":"%s"}\n' \
     "$t" "$minutes" "${execs:-0}" "${cov:-0}" "${ft:-0}" "$before" "$after" "$rc" "$crashes" \
-    "$(date -u +%FT%TZ)" | tee -a build-fuzz/campaign.ndjson
+    "$(date -u +%FT%TZ)" | tee -a tests/fuzz/campaign.ndjson
   [ "$rc" -eq 0 ] && [ "$crashes" -eq 0 ]
 }
 

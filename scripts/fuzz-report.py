@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the fuzzing campaign's figures (build-fuzz/campaign.ndjson, from
+"""Writes the fuzzing campaign's figures (tests/fuzz/campaign.ndjson, from
 scripts/fuzz-campaign.sh) into the generated block of docs/security.md: for each target
 in tests/fuzz/corpus, its latest run of at least --minutes minutes, or "not run yet".
    scripts/fuzz-report.py [--ndjson FILE] [--doc FILE] [--minutes 30]"""
@@ -21,7 +21,7 @@ def group(n):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ndjson", default=os.path.join(ROOT, "build-fuzz", "campaign.ndjson"))
+    ap.add_argument("--ndjson", default=os.path.join(ROOT, "tests", "fuzz", "campaign.ndjson"))
     ap.add_argument("--doc", default=os.path.join(ROOT, "docs", "security.md"))
     ap.add_argument("--minutes", type=int, default=30)
     a = ap.parse_args()
