@@ -48,7 +48,9 @@ class BenchTopology(netns.Topology):
 
     def __init__(self, bin_dir):
         super().__init__(ipv6=False)
-        self.bin_dir = bin_dir
+        # Children run in the topology's temp directory: a relative --bin-dir must not
+        # resolve there.
+        self.bin_dir = os.path.abspath(bin_dir)
 
     def _create_network(self):
         super()._create_network()
