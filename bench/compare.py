@@ -34,23 +34,51 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
+import cpu  # noqa: E402
 from harness import netns  # noqa: E402
+from harness.tools import need  # noqa: E402
 
 SERVER = "198.51.100.10"
 SB_ADDR, PROXY_ADDR = "192.0.2.2", "192.0.2.1"  # RFC 5737 TEST-NET-1, inside our namespaces
 PORTS = {"discard": 9001, "source": 9002, "echo": 9003, "http": 8080}
+# haproxy, the relay floor, listens on px for each of PORTS at RELAY_BASE + its index and
+# forwards to SERVER at that port: a plain TCP relay, no CONNECT. Below the ephemeral range.
+RELAY_BASE = 4001
+SUT_CPU, LOAD_CPU = 1, 0
 
 
 class BenchTopology(netns.Topology):
     """The test topology, with vibepit-bench servers instead of the Python fakes."""
 
-    def __init__(self, bin_dir):
+    def __init__(self, bin_dir, pin=False):
         super().__init__(ipv6=False)
         # Children run in the topology's temp directory: a relative --bin-dir must not
         # resolve there.
         self.bin_dir = os.path.abspath(bin_dir)
+        # pin: the system under test (whatever runs in px) on one core, the load generator and
+        # the servers (sb, net) on another, so that neither can take the other's core and each
+        # system is judged on one core. Needs two cores.
+        self.cpus = None
+        if pin:
+            if (os.cpu_count() or 1) < 2:
+                raise RuntimeError("pinning needs two cores; this machine has %s" % os.cpu_count())
+            self.cpus = {"sut": SUT_CPU, "load": LOAD_CPU}
+
+    def _pinned(self, ns, argv):
+        if not self.cpus:
+            return list(argv)
+        need(argv[0])
+        core = self.cpus["sut"] if ns == self.px else self.cpus["load"]
+        return ["taskset", "-c", str(core)] + list(argv)
+
+    def popen(self, ns, argv, **kw):
+        return super().popen(ns, self._pinned(ns, argv), **kw)
+
+    def run(self, ns, argv, **kw):
+        return super().run(ns, self._pinned(ns, argv), **kw)
 
     def _create_network(self):
         super()._create_network()
@@ -177,7 +205,7 @@ http_access deny all
     os.chmod(topo.tmp, 0o755)  # squid runs as "proxy" and must reach its directory
     p = topo.popen(topo.px, ["squid", "-N", "-f", conf], log="squid")
     topo.wait_port(topo.px, PROXY_ADDR, 3128, timeout=20)
-    return p, PROXY_ADDR + ":3128"
+    return p, via_proxy(PROXY_ADDR + ":3128", p.pid)
 
 
 def start_tinyproxy(topo):
@@ -204,7 +232,43 @@ PidFile "{d}/tinyproxy.pid"
     os.chmod(topo.tmp, 0o755)
     p = topo.popen(topo.px, ["tinyproxy", "-d", "-c", conf], log="tinyproxy")
     topo.wait_port(topo.px, PROXY_ADDR, 8888, timeout=20)
-    return p, PROXY_ADDR + ":8888"
+    return p, via_proxy(PROXY_ADDR + ":8888", p.pid)
+
+
+def start_haproxy(topo):
+    """haproxy as the relay floor: one thread, plain TCP, one frontend per server port,
+    splicing both ways. It parses nothing and decides nothing, so no proxy can do less work
+    per byte or per connection."""
+    d = os.path.join(topo.tmp, "haproxy")
+    os.makedirs(d, exist_ok=True)
+    conf = os.path.join(d, "haproxy.cfg")
+    # haproxy refuses to start unless the open-file limit covers what maxconn can need (two
+    # descriptors per connection, and pipes for splicing): stay well inside it.
+    maxconn = (resource.getrlimit(resource.RLIMIT_NOFILE)[1] - 1000) // 3
+    lines = ["global", "  nbthread 1", "  maxconn %d" % maxconn, "  pidfile %s/haproxy.pid" % d,
+             "defaults", "  mode tcp", "  option splice-auto", "  timeout connect 5s",
+             "  timeout client 600s", "  timeout server 600s", "  maxconn %d" % maxconn]
+    relay = {}
+    for i, (kind, port) in enumerate(sorted(PORTS.items())):
+        relay[kind] = RELAY_BASE + i
+        lines += ["listen relay_%s" % kind, "  bind %s:%d" % (PROXY_ADDR, relay[kind]),
+                  "  server upstream %s:%d" % (SERVER, port)]
+    with open(conf, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    p = topo.popen(topo.px, ["haproxy", "-db", "-f", conf], log="haproxy")
+    deadline = time.monotonic() + 20
+    for port in relay.values():
+        while True:
+            if p.poll() is not None:
+                raise RuntimeError("haproxy exited: " + topo.read_log("haproxy"))
+            try:
+                topo.connect(topo.px, PROXY_ADDR, port, timeout=1.0).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("haproxy did not listen: " + topo.read_log("haproxy"))
+                time.sleep(0.05)
+    return p, Column("none", lambda kind: "%s:%d" % (PROXY_ADDR, relay[kind]), p.pid)
 
 
 # ------------------------------------------------------------------ measurements
@@ -226,37 +290,109 @@ def median_run(runs, key):
     return ordered[len(ordered) // 2]
 
 
-def measure(topo, proxy, duration, repeat):
-    """The three data-path figures through `proxy` ("none" for the ceiling), each the median
-    of `repeat` runs; the spread is kept next to it."""
-    host = SERVER if proxy == "none" else "allowed.test"
+def median(values):
+    values = sorted(v for v in values if v is not None)
+    return values[len(values) // 2] if values else None
+
+
+class Column:
+    """One system under test: how the load generator reaches each of SERVER's ports through
+    it, and the process whose CPU time is its cost (None for the no-proxy ceiling)."""
+
+    def __init__(self, proxy, target, pid):
+        self.proxy = proxy            # --proxy argument of vibepit-bench ("none": direct)
+        self.target = target          # kind -> "host:port" as the load generator names it
+        self.pid = pid
+
+
+def via_proxy(addr, pid):
+    return Column(addr, lambda kind: "allowed.test:%d" % PORTS[kind], pid)
+
+
+def no_proxy():
+    return Column("none", lambda kind: "%s:%d" % (SERVER, PORTS[kind]), None)
+
+
+def metered(topo, col, args, timeout):
+    """One vibepit-bench run through `col`, with the CPU it cost the system under test."""
+    meter = cpu.Meter(col.pid).start()
+    out = bench(topo, args, timeout)
+    out["cpu"] = meter.stop()
+    return out
+
+
+def unit_cost(topo, run, units):
+    """CPU-seconds per unit of work: the system's processes, and the softirq time of its
+    core (kernel packet work no process is charged for), apart."""
+    if not units:
+        return None, None
+    c = run["cpu"]
+    sut = topo.cpus["sut"] if topo.cpus else None
+    process = c["process_s"] / units if c["process_s"] is not None else None
+    softirq = c["softirq_s"].get(sut, 0.0) / units if sut is not None else None
+    return process, softirq
+
+
+def cost_fields(topo, res, key, runs, units_of):
+    costs = [unit_cost(topo, r, units_of(r)) for r in runs]
+    res[key + "_cpu"] = median(c[0] for c in costs)
+    res[key + "_softirq"] = median(c[1] for c in costs)
+
+
+def measure(topo, col, duration, repeat, fixed_tunnels, fixed_requests):
+    """The data-path figures through `col`, each the median of `repeat` runs (the spread is
+    kept next to it), with CPU-seconds per unit; then latency and CPU at a fixed offered load."""
     res = {}
-    runs = [bench(topo, ["connect-throughput", "--proxy", proxy, "--target",
-                         "%s:%d" % (host, PORTS["source"]), "--streams", "4",
-                         "--duration", str(duration), "--direction", "down"], duration + 60)
+    runs = [metered(topo, col, ["connect-throughput", "--proxy", col.proxy, "--target", col.target("source"),
+                                "--streams", "4", "--duration", str(duration), "--direction", "down"],
+                    duration + 60)
             for _ in range(repeat)]
     t = median_run(runs, lambda r: r["results"]["gbit_per_s"])
     res["throughput_gbit"] = t["results"]["gbit_per_s"]
     res["throughput_runs"] = [r["results"]["gbit_per_s"] for r in runs]
-    runs = [bench(topo, ["connect-rate", "--proxy", proxy, "--target", "%s:%d" % (host, PORTS["echo"]),
-                         "--concurrency", "32", "--duration", str(duration), "--max", "2000000",
-                         "--linger0"], duration + 60)
-            for _ in range(repeat)]
+    cost_fields(topo, res, "throughput", runs, lambda r: r["results"]["bytes"] / 1e9)   # per GB
+
+    rate_args = ["connect-rate", "--proxy", col.proxy, "--target", col.target("echo"),
+                 "--concurrency", "32", "--duration", str(duration), "--max", "2000000", "--linger0"]
+    runs = [metered(topo, col, rate_args, duration + 60) for _ in range(repeat)]
     r = median_run(runs, lambda x: x["results"]["tunnels_per_s"])
     res["rate_per_s"] = r["results"]["tunnels_per_s"]
     res["rate_runs"] = [x["results"]["tunnels_per_s"] for x in runs]
     res["rate_p50_us"] = r["results"]["latency_us"].get("p50_us")
     res["rate_p99_us"] = r["results"]["latency_us"].get("p99_us")
     res["rate_errors"] = sum(x["errors"]["total"] for x in runs)
-    runs = [bench(topo, ["http-rps", "--proxy", proxy, "--url", "http://%s:%d/" % (host, PORTS["http"]),
-                         "--connections", "32", "--duration", str(duration), "--max", "5000000"],
-                  duration + 60)
-            for _ in range(repeat)]
+    cost_fields(topo, res, "rate", runs, lambda x: x["results"]["tunnels"] / 1e3)   # per 1 000
+
+    http_args = ["http-rps", "--proxy", col.proxy, "--url", "http://%s/" % col.target("http"),
+                 "--connections", "32", "--duration", str(duration), "--max", "5000000"]
+    runs = [metered(topo, col, http_args, duration + 60) for _ in range(repeat)]
     h = median_run(runs, lambda x: x["results"]["requests_per_s"])
     res["http_rps"] = h["results"]["requests_per_s"]
     res["http_runs"] = [x["results"]["requests_per_s"] for x in runs]
     res["http_p99_us"] = h["results"]["latency_us"].get("p99_us")
     res["http_errors"] = sum(x["errors"]["total"] for x in runs)
+    cost_fields(topo, res, "http", runs, lambda x: x["results"]["requests"] / 1e3)   # per 1 000
+
+    # At a fixed offered load below every system's saturation: what an operator running many
+    # sessions on one host pays (cores busy) and what a client waits (p50/p99).
+    for key, args, rate, count in (("fixed_rate", rate_args, fixed_tunnels, "tunnels"),
+                                   ("fixed_http", http_args, fixed_requests, "requests")):
+        if not rate:
+            continue
+        runs = [metered(topo, col, args + ["--rate", str(rate)], duration + 60) for _ in range(repeat)]
+        m = median_run(runs, lambda x: x["results"]["latency_us"].get("p99_us") or 0)
+        sut = topo.cpus["sut"] if topo.cpus else None
+        res[key] = {
+            "offered_per_s": rate,
+            "achieved_per_s": m["results"][count] / m["results"]["elapsed_s"],
+            "p50_us": m["results"]["latency_us"].get("p50_us"),
+            "p99_us": m["results"]["latency_us"].get("p99_us"),
+            "cores": median(x["cpu"]["process_s"] / x["cpu"]["wall_s"]
+                            if x["cpu"]["process_s"] is not None else None for x in runs),
+            "softirq_cores": median(x["cpu"]["softirq_s"].get(sut, 0.0) / x["cpu"]["wall_s"]
+                                    for x in runs) if sut is not None else None,
+            "errors": sum(x["errors"]["total"] for x in runs),
+        }
     return res
 
 
@@ -335,60 +471,125 @@ def write_block(path, name, lines, heading="", writer="bench/compare.sh"):
         f.write(text)
 
 
-def ratio(a, b):
-    return a / b if b else float("nan")
+COLUMNS = [("none", "no proxy (ceiling)"), ("haproxy", "haproxy (relay floor)"),
+           ("vibepit", "vibepit-proxy"), ("squid", "squid"), ("tinyproxy", "tinyproxy")]
+
+
+def total_cost(p, key):
+    """CPU-seconds per unit: the process tree's and its core's softirq time together."""
+    if not p or p.get(key + "_cpu") is None:
+        return None
+    return p[key + "_cpu"] + (p.get(key + "_softirq") or 0.0)
 
 
 def render(results, path):
     peers = results["peers"]
-    v, s, t, c = peers["vibepit"], peers.get("squid"), peers.get("tinyproxy"), peers["none"]
-    rows = []
+    cols = [(k, label) for k, label in COLUMNS if k in peers]
+    header = ["| measurement | %s |" % " | ".join(label for _, label in cols),
+              "|---|%s" % ("---|" * len(cols))]
 
-    def row(name, key, fmt):
-        cells = [fmt(p[key]) if p and p.get(key) is not None else "-" for p in (c, v, s, t)]
-        rows.append("| %s | %s |" % (name, " | ".join(cells)))
-    row("CONNECT bulk throughput (Gbit/s)", "throughput_gbit", lambda x: "%.2f" % x)
-    row("CONNECT setup rate (tunnels/s)", "rate_per_s", lambda x: "%.0f" % x)
-    row("CONNECT setup p50 (µs)", "rate_p50_us", lambda x: "%.0f" % x)
-    row("CONNECT setup p99 (µs)", "rate_p99_us", lambda x: "%.0f" % x)
-    row("keep-alive HTTP (requests/s)", "http_rps", lambda x: "%.0f" % x)
-    row("keep-alive HTTP p99 (µs)", "http_p99_us", lambda x: "%.0f" % x)
+    def table(rows):
+        out = list(header)
+        for name, get, fmt in rows:
+            cells = []
+            for k, _ in cols:
+                v = get(peers[k]) if peers[k] else None
+                cells.append(fmt(v) if v is not None else "-")
+            out.append("| %s | %s |" % (name, " | ".join(cells)))
+        return out
+
+    field = lambda key: (lambda p: p.get(key))
+    n0, n2, n3 = (lambda x: "%.0f" % x), (lambda x: "%.2f" % x), (lambda x: "%.3f" % x)
+    rates = table([
+        ("CONNECT bulk throughput (Gbit/s)", field("throughput_gbit"), n2),
+        ("CONNECT set-up rate (tunnels/s)", field("rate_per_s"), n0),
+        ("CONNECT set-up p50 (µs)", field("rate_p50_us"), n0),
+        ("CONNECT set-up p99 (µs)", field("rate_p99_us"), n0),
+        ("keep-alive HTTP (requests/s)", field("http_rps"), n0),
+        ("keep-alive HTTP p99 (µs)", field("http_p99_us"), n0),
+    ])
+    costs = table([
+        ("bulk: CPU-s per GB, process", field("throughput_cpu"), n3),
+        ("bulk: CPU-s per GB, softirq of its core", field("throughput_softirq"), n3),
+        ("set-up: CPU-s per 1 000 tunnels, process", field("rate_cpu"), n3),
+        ("set-up: CPU-s per 1 000 tunnels, softirq", field("rate_softirq"), n3),
+        ("keep-alive: CPU-s per 1 000 requests, process", field("http_cpu"), n3),
+        ("keep-alive: CPU-s per 1 000 requests, softirq", field("http_softirq"), n3),
+    ])
+    ft, fr = results.get("fixed_tunnels"), results.get("fixed_requests")
+    load_rows = []
+    for key, label in (("fixed_rate", "%s tunnels/s offered" % ft), ("fixed_http", "%s requests/s offered" % fr)):
+        at = lambda p, key=key: p.get(key)
+        load_rows += [
+            (label + ": achieved", lambda p, at=at: at(p) and at(p)["achieved_per_s"], n0),
+            ("… p50 / p99 (µs)", lambda p, at=at: at(p) and "%s / %s" % (at(p)["p50_us"], at(p)["p99_us"]), str),
+            ("… cores busy: process + softirq",
+             lambda p, at=at: at(p) and at(p)["cores"] is not None and "%.2f + %.2f" % (
+                 at(p)["cores"], at(p)["softirq_cores"] or 0) or None, str),
+        ]
+    loads = table(load_rows)
 
     def target(label, value, goal, ok):
-        return "| %s | %s | %s | %s |" % (label, value, goal, "met" if ok else "**not met**")
+        verdict = "-" if ok is None else ("met" if ok else "**not met**")
+        return "| %s | %s | %s | %s |" % (label, value, goal, verdict)
+
+    v, h, s = peers["vibepit"], peers.get("haproxy"), peers.get("squid")
     targets = []
-    thr_ceiling = ratio(v["throughput_gbit"], c["throughput_gbit"])
-    targets.append(target("bulk throughput vs no proxy", "%.0f%%" % (100 * thr_ceiling), "≥ 80%",
-                          thr_ceiling >= 0.8))
-    if s:
-        thr_squid = ratio(v["throughput_gbit"], s["throughput_gbit"])
-        targets.append(target("bulk throughput vs squid", "%.2f×" % thr_squid, "≥ 1.6×", thr_squid >= 1.6))
-        rate_squid = ratio(v["rate_per_s"], s["rate_per_s"])
-        targets.append(target("setup rate vs squid", "%.2f×" % rate_squid, "≥ 2×", rate_squid >= 2))
-        targets.append(target("setup p99 vs squid", "%.0f µs vs %.0f µs" % (v["rate_p99_us"], s["rate_p99_us"]),
-                              "lower", v["rate_p99_us"] < s["rate_p99_us"]))
-        http_squid = ratio(v["http_rps"], s["http_rps"])
-        targets.append(target("keep-alive HTTP vs squid", "%.2f×" % http_squid, "≥ 3×", http_squid >= 3))
+
+    def cost_target(label, key, other, other_name, factor):
+        a, b = total_cost(v, key), total_cost(other, key)
+        if a is None or b is None:
+            return
+        targets.append(target(label + " vs " + other_name, "%.2f× (%.3f vs %.3f)" % (a / b, a, b),
+                              "≤ %s×" % factor, a <= factor * b))
+    cost_target("bulk CPU-s per GB", "throughput", h, "haproxy", 1.05)
+    cost_target("set-up CPU-s per 1 000 tunnels", "rate", h, "haproxy", 1.3)
+    cost_target("set-up CPU-s per 1 000 tunnels", "rate", s, "squid", 0.5)
+    if v.get("fixed_rate"):
+        p99 = v["fixed_rate"]["p99_us"]
+        if h and h.get("fixed_rate"):
+            targets.append(target("set-up p99 at %s tunnels/s vs haproxy" % ft,
+                                  "%s µs vs %s µs" % (p99, h["fixed_rate"]["p99_us"]),
+                                  "≤ haproxy's + 100 µs", p99 <= h["fixed_rate"]["p99_us"] + 100))
+        if s and s.get("fixed_rate"):
+            targets.append(target("set-up p99 at %s tunnels/s vs squid" % ft,
+                                  "%s µs vs %s µs" % (p99, s["fixed_rate"]["p99_us"]),
+                                  "below squid's", p99 < s["fixed_rate"]["p99_us"]))
+    cost_target("keep-alive CPU-s per 1 000 requests", "http", s, "squid", 0.3)
+    mem = results.get("idle_memory")
+    if mem:
+        targets.append(target("memory per idle tunnel (%d tunnels)" % mem["tunnels"],
+                              "%.1f KiB" % mem["kib_per_tunnel"], "≤ 8 KiB at ≥ 9 950 tunnels",
+                              mem["kib_per_tunnel"] <= 8 and mem["tunnels"] >= 9950))
     m = results.get("matcher")
     if m:
         worst = max(m["hit"]["ratio"], m["miss"]["ratio"])
         targets.append(target("match time, 100 000 vs 10 rules", "%.2f× (hit %.1f→%.1f ns, miss %.1f→%.1f ns)" % (
             worst, m["hit"]["ns_10"], m["hit"]["ns_100000"], m["miss"]["ns_10"], m["miss"]["ns_100000"]),
             "≤ 2×", worst <= 2))
-    mem = results.get("idle_memory")
-    if mem:
-        targets.append(target("memory per idle tunnel (%d tunnels)" % mem["tunnels"],
-                              "%.1f KiB" % mem["kib_per_tunnel"], "≤ 16 KiB",
-                              mem["kib_per_tunnel"] <= 16 and mem["tunnels"] >= 10000))
 
+    pin = results.get("pinning")
+    where = ("each system under test pinned to core %d, the load generator and servers to core %d" % (
+        pin["sut"], pin["load"]) if pin else "not pinned")
     write_block(path, "compare", [
-        "Run: %s, %s, %d s per measurement, median of %d runs, vibepit-proxy threads=%s." % (
+        "Run: %s, %s, %d s per measurement, median of %d runs, vibepit-proxy threads=%s; %s." % (
             results["when"], results["machine"], results["duration_s"], results["repeat"],
-            results["vibepit_threads"]),
+            results["vibepit_threads"], where),
         "",
-        "| measurement | no proxy (ceiling) | vibepit-proxy | squid | tinyproxy |",
-        "|---|---|---|---|---|",
-    ] + rows + [
+        "At saturation:",
+        "",
+    ] + rates + [
+        "",
+        "CPU-seconds per unit of work at saturation (the system's process tree; the softirq time "
+        "of its core apart):",
+        "",
+    ] + costs + [
+        "",
+        "At a fixed offered load:",
+        "",
+    ] + loads + [
+        "",
+        "Targets (CPU compared as process + softirq):",
         "",
         "| target | measured | goal | |",
         "|---|---|---|---|",
@@ -400,10 +601,17 @@ def main():
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--duration", type=int, default=5, help="seconds per measurement")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported")
-    ap.add_argument("--threads", type=int, default=0, help="vibepit-proxy threads (0 = per core)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="vibepit-proxy threads (0 = per core); 1 matches the one core it is pinned to")
     ap.add_argument("--idle-count", type=int, default=10000,
                     help="idle tunnels for the memory figure; capped by the open-file limit")
-    ap.add_argument("--peers", default="squid,tinyproxy", help="comma list; empty for none")
+    ap.add_argument("--peers", default="haproxy,squid,tinyproxy", help="comma list; empty for none")
+    ap.add_argument("--fixed-tunnels", type=int, default=2000,
+                    help="offered tunnels/s for the fixed-load figures (0: skip)")
+    ap.add_argument("--fixed-requests", type=int, default=5000,
+                    help="offered keep-alive requests/s for the fixed-load figures (0: skip)")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="do not pin the system under test and the load to different cores")
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-results.json"))
     ap.add_argument("--markdown", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     args = ap.parse_args()
@@ -414,15 +622,20 @@ def main():
     results = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
                "duration_s": args.duration, "repeat": args.repeat,
-               "vibepit_threads": args.threads, "peers": {}}
-    with BenchTopology(args.bin_dir) as topo:
+               "vibepit_threads": args.threads, "fixed_tunnels": args.fixed_tunnels,
+               "fixed_requests": args.fixed_requests, "peers": {}}
+    starters = {"haproxy": start_haproxy, "squid": start_squid, "tinyproxy": start_tinyproxy}
+    fixed = (args.fixed_tunnels, args.fixed_requests)
+    with BenchTopology(args.bin_dir, pin=not args.no_pin) as topo:
+        results["pinning"] = topo.cpus
         print("compare: no proxy (ceiling)", flush=True)
-        results["peers"]["none"] = measure(topo, "none", args.duration, args.repeat)
+        results["peers"]["none"] = measure(topo, no_proxy(), args.duration, args.repeat, *fixed)
         print("  ", results["peers"]["none"], flush=True)
 
         p, addr = start_vibepit(topo, args.threads)
         print("compare: vibepit-proxy", addr, flush=True)
-        results["peers"]["vibepit"] = measure(topo, addr, args.duration, args.repeat)
+        results["peers"]["vibepit"] = measure(topo, via_proxy(addr, p.pid), args.duration, args.repeat,
+                                              *fixed)
         print("  ", results["peers"]["vibepit"], flush=True)
         if args.idle_count:
             # Each tunnel holds two of the proxy's descriptors; keep a margin for the rest.
@@ -435,12 +648,13 @@ def main():
             print("   idle:", results["idle_memory"], flush=True)
         topo.stop_process(p)
 
-        starters = {"squid": start_squid, "tinyproxy": start_tinyproxy}
         for name in [x for x in args.peers.split(",") if x]:
-            p, addr = starters[name](topo)
-            print("compare:", name, addr, flush=True)
+            if name not in starters:
+                sys.exit("compare: no peer %r (the peers: %s)" % (name, ", ".join(starters)))
+            p, col = starters[name](topo)
+            print("compare:", name, col.proxy, col.target("source"), flush=True)
             try:
-                results["peers"][name] = measure(topo, addr, args.duration, args.repeat)
+                results["peers"][name] = measure(topo, col, args.duration, args.repeat, *fixed)
             except RuntimeError as e:
                 print("compare: %s failed: %s" % (name, e), flush=True)
                 results["peers"][name] = None

@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
 # Build, then measure vibepit-proxy against its peers in network namespaces and write the
-# tables to docs/benchmarks.md: the HTTP/CONNECT proxy against no proxy, squid and
-# tinyproxy (bench/compare.py), and the DNS server against dnsmasq, unbound and dnsdist
-# (bench/compare_dns.py), and the control API's figures (bench/compare_control.py). Needs root.
-#   bench/compare.sh              both
+# tables to docs/benchmarks.md: the HTTP/CONNECT proxy against no proxy, haproxy (the plain
+# TCP relay: the floor), squid and tinyproxy (bench/compare.py), the DNS server against
+# dnsmasq, unbound and dnsdist (bench/compare_dns.py), and the control API's figures
+# (bench/compare_control.py). Each system under test runs pinned to one core and the load to
+# the other; beside each rate the tables give the CPU-seconds each unit of work cost it.
+# Then docs/bench-cpu.png plots those costs (bench/plot_cost.py). Needs root and two cores.
+#   bench/compare.sh              all three
 #   bench/compare.sh proxy [ARGS] only the proxy comparison (ARGS: compare.py --help)
 #   bench/compare.sh dns [ARGS]   only the DNS comparison (ARGS: compare_dns.py --help)
 #   bench/compare.sh control [ARGS] only the control API (ARGS: compare_control.py --help)
+# The JSON of each run is kept in build/bench-results.json and build/bench-dns-results.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --bench
 scripts/build.sh release -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON
+proxy_json=build/bench-results.json
+dns_json=build/bench-dns-results.json
+plot() {  # the plot from whichever of the two runs exist; Debian's python3 has matplotlib
+  local args=()
+  [ -f "$proxy_json" ] && args+=(--proxy "$proxy_json")
+  [ -f "$dns_json" ] && args+=(--dns "$dns_json")
+  /usr/bin/python3 bench/plot_cost.py "${args[@]}" --out docs/bench-cpu.png
+}
 case "${1:-all}" in
-  proxy) shift; exec python3 bench/compare.py "$@" ;;
-  dns) shift; exec python3 bench/compare_dns.py "$@" ;;
+  proxy) shift; python3 bench/compare.py "$@"; plot ;;
+  dns) shift; python3 bench/compare_dns.py "$@"; plot ;;
   control) shift; exec python3 bench/compare_control.py "$@" ;;
-  all) python3 bench/compare.py && python3 bench/compare_dns.py && python3 bench/compare_control.py ;;
+  all) python3 bench/compare.py && python3 bench/compare_dns.py && plot &&
+         python3 bench/compare_control.py ;;
   *) echo "usage: bench/compare.sh [all | proxy ARGS | dns ARGS | control ARGS]" >&2; exit 2 ;;
 esac

@@ -169,12 +169,15 @@ def render(res, path):
              "within 5%", u["http"]["ratio"] >= 0.95),
         line("compile and publish 100 000 allow-http + 100 000 allow-dns rules",
              "%.0f ms, %.1f MiB (%.0f bytes per rule)" % (cp["ms"], cp["snapshot_MiB"], cp["bytes_per_rule"]),
-             "report", None),
+             "≤ 300 ms", cp["ms"] <= 300),
     ]
     for n in ("10", "1000", "100000"):
         b = p.get("BM_AddOneRule/%s" % n)
         if b:
-            rows.append(line("one `POST /v1/allow-http` onto %s rules per list" % n, "%.3f ms" % b["ms"], "report", None))
+            # Adding one entry copies the one shard it lands in, not the rule set: with
+            # 100 000 rules in force it must stay a few milliseconds.
+            goal, ok = ("≤ 5 ms", b["ms"] <= 5) if n == "100000" else ("report", None)
+            rows.append(line("one `POST /v1/allow-http` onto %s rules per list" % n, "%.3f ms" % b["ms"], goal, ok))
     compare.write_block(path, "compare-control", [
         "Run: %s, %s, %d s per load measurement, median of %d, data-path errors during the runs: %d." % (
             res["when"], res["machine"], res["duration_s"], res["repeat"],

@@ -35,6 +35,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
 import compare  # noqa: E402
+import cpu  # noqa: E402
 from harness import netns  # noqa: E402
 
 AUTH_ADDR = "198.51.100.53"
@@ -98,7 +99,7 @@ def start_dnsmasq(topo):
     return topo.popen(topo.px, argv, log="dnsmasq")
 
 
-def start_unbound(topo):
+def start_unbound(topo, threads):
     d = os.path.join(topo.tmp, "unbound")
     os.makedirs(d, exist_ok=True)
     conf = os.path.join(d, "unbound.conf")
@@ -108,7 +109,7 @@ def start_unbound(topo):
         f.write("""server:
   interface: {listen}
   port: 53
-  num-threads: 2
+  num-threads: {threads}
   so-reuseport: yes
   access-control: 192.0.2.0/24 allow
   do-not-query-localhost: no
@@ -123,7 +124,7 @@ def start_unbound(topo):
   msg-cache-size: 32m
   rrset-cache-size: 64m
   local-zone: "." refuse
-{zones}{fwd}""".format(listen=LISTEN, d=d, zones=zones, fwd=fwd))
+{zones}{fwd}""".format(listen=LISTEN, d=d, zones=zones, fwd=fwd, threads=threads))
     return topo.popen(topo.px, ["unbound", "-d", "-c", conf], log="unbound")
 
 
@@ -162,6 +163,7 @@ def write_streams(d, miss_count):
 
 
 QPS_RE = re.compile(r"Queries per second:\s+([\d.]+)")
+COMPLETED_RE = re.compile(r"Queries completed:\s+(\d+)")
 LOST_RE = re.compile(r"Queries lost:\s+(\d+)")
 RCODES_RE = re.compile(r"Response codes:\s+(.*)")
 
@@ -173,27 +175,38 @@ def dnsperf(topo, stream_file, duration, extra, timeout):
     return r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
 
 
-def measure_qps(topo, path, duration):
+def measure_qps(topo, pid, path, duration):
+    meter = cpu.Meter(pid).start()
     out = dnsperf(topo, path, duration, ["-n", "1"] if path.endswith("miss.txt") else [],
                   duration + 60)
+    used = meter.stop()
     m = QPS_RE.search(out)
-    if not m:
+    done = COMPLETED_RE.search(out)
+    if not m or not done:
         raise RuntimeError("dnsperf: " + out[-1500:])
     lost = LOST_RE.search(out)
     codes = RCODES_RE.search(out)
+    per_1k = int(done.group(1)) / 1e3
+    sut = topo.cpus["sut"] if topo.cpus else None
     return {"qps": float(m.group(1)), "lost": int(lost.group(1)) if lost else None,
-            "rcodes": codes.group(1).strip() if codes else ""}
+            "rcodes": codes.group(1).strip() if codes else "",
+            "cpu_per_1k": used["process_s"] / per_1k if per_1k else None,
+            "softirq_per_1k": used["softirq_s"].get(sut, 0.0) / per_1k if per_1k and sut is not None else None}
 
 
-def measure_latency(topo, path, qps, duration):
-    """Median and p99 latency (µs) at a fixed offered load, from dnsperf's per-query lines."""
+def measure_latency(topo, pid, path, qps, duration):
+    """Median and p99 latency (µs) at a fixed offered load, from dnsperf's per-query lines,
+    and the cores the server kept busy meanwhile."""
+    meter = cpu.Meter(pid).start()
     out = dnsperf(topo, path, duration, ["-Q", str(qps), "-v"] +
                   (["-n", "1"] if path.endswith("miss.txt") else []), duration + 60)
+    used = meter.stop()
     lat = sorted(float(x) for x in re.findall(r"^> \w+ \S+ \S+ ([\d.]+)$", out, re.M))
     if not lat:
         raise RuntimeError("dnsperf -v gave no latencies: " + out[-1500:])
     pick = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1e6
-    return {"p50_us": pick(0.5), "p99_us": pick(0.99), "samples": len(lat)}
+    return {"p50_us": pick(0.5), "p99_us": pick(0.99), "samples": len(lat),
+            "fixed_cores": used["process_s"] / used["wall_s"]}
 
 
 def run_peer(topo, name, start, paths, args):
@@ -204,11 +217,13 @@ def run_peer(topo, name, start, paths, args):
         dnsperf(topo, paths["cached"], 2, ["-n", "2"], 60)
         res = {}
         for stream in STREAMS:
-            runs = [measure_qps(topo, paths[stream], args.duration) for _ in range(args.repeat)]
+            runs = [measure_qps(topo, proc.pid, paths[stream], args.duration) for _ in range(args.repeat)]
             med = compare.median_run(runs, lambda r: r["qps"])
-            lat = measure_latency(topo, paths[stream], args.latency_qps, 3)
+            lat = measure_latency(topo, proc.pid, paths[stream], args.latency_qps, 3)
             res[stream] = {"qps": med["qps"], "qps_runs": [r["qps"] for r in runs],
-                           "lost": med["lost"], "rcodes": med["rcodes"], **lat}
+                           "lost": med["lost"], "rcodes": med["rcodes"],
+                           "cpu_per_1k": compare.median(r["cpu_per_1k"] for r in runs),
+                           "softirq_per_1k": compare.median(r["softirq_per_1k"] for r in runs), **lat}
             print("compare-dns: %-8s %-6s %9.0f qps  p50 %6.0f µs  p99 %6.0f µs  %s" % (
                 name, stream, med["qps"], lat["p50_us"], lat["p99_us"], med["rcodes"]), flush=True)
         return res
@@ -220,47 +235,49 @@ def run_peer(topo, name, start, paths, args):
 
 def render(results, path):
     peers = results["peers"]
-    names = ["vibepit", "dnsmasq", "unbound", "dnsdist"]
+    names = [n for n in ["vibepit", "dnsmasq", "unbound", "dnsdist"] if n in peers]
+    labels = {"vibepit": "vibepit-proxy"}
     rows = []
     for stream in STREAMS:
-        for key, label, fmt in (("qps", "queries/s", "%.0f"), ("p50_us", "p50 µs", "%.0f"),
-                                ("p99_us", "p99 µs", "%.0f")):
-            cells = [fmt % peers[n][stream][key] if n in peers else "-" for n in names]
+        for key, label, fmt in (("qps", "queries/s", "%.0f"),
+                                ("cpu_per_1k", "CPU-s per 1 000, process", "%.4f"),
+                                ("softirq_per_1k", "CPU-s per 1 000, softirq", "%.4f"),
+                                ("p50_us", "p50 µs at fixed load", "%.0f"),
+                                ("p99_us", "p99 µs at fixed load", "%.0f"),
+                                ("fixed_cores", "cores busy at fixed load", "%.2f")):
+            cells = [fmt % peers[n][stream][key] if peers[n][stream].get(key) is not None else "-"
+                     for n in names]
             rows.append("| %s %s | %s |" % (stream, label, " | ".join(cells)))
 
     def target(label, ok, value, goal):
         return "| %s | %s | %s | %s |" % (label, value, goal, "met" if ok else "**not met**")
-    v = peers["vibepit"]
+    v, d = peers["vibepit"], peers.get("dnsdist")
     t = []
-    q = lambda n, s: peers[n][s]["qps"] if n in peers else float("nan")
-    t.append(target("cached: vs unbound", v["cached"]["qps"] >= q("unbound", "cached"),
-                    "%.2f×" % (v["cached"]["qps"] / q("unbound", "cached")), "≥ 1×"))
-    t.append(target("denied: vs dnsdist", v["denied"]["qps"] >= q("dnsdist", "denied"),
-                    "%.2f×" % (v["denied"]["qps"] / q("dnsdist", "denied")), "≥ 1×"))
-    t.append(target("denied: vs dnsmasq", v["denied"]["qps"] >= 3 * q("dnsmasq", "denied"),
-                    "%.2f×" % (v["denied"]["qps"] / q("dnsmasq", "denied")), "≥ 3×"))
-    t.append(target("miss: vs dnsdist", v["miss"]["qps"] >= q("dnsdist", "miss"),
-                    "%.2f×" % (v["miss"]["qps"] / q("dnsdist", "miss")), "≥ 1×"))
-    t.append(target("miss: vs unbound", v["miss"]["qps"] >= 2 * q("unbound", "miss"),
-                    "%.2f×" % (v["miss"]["qps"] / q("unbound", "miss")), "≥ 2×"))
-    for stream in STREAMS:
-        others = [n for n in names[1:] if n in peers]
-        if not others:
-            continue  # --peers "": nothing to compare with
-        for key in ("p50_us", "p99_us"):
-            best = min(peers[n][stream][key] for n in others)
-            t.append(target("%s: %s vs best peer" % (stream, key.replace("_us", "")),
-                            v[stream][key] <= best, "%.0f µs vs %.0f µs" % (v[stream][key], best),
-                            "≤ best"))
+    cost = lambda p, s: p[s]["cpu_per_1k"] + (p[s].get("softirq_per_1k") or 0.0)
+    if d:
+        for stream in STREAMS:
+            a, b = cost(v, stream), cost(d, stream)
+            t.append(target("%s: CPU-s per 1 000 queries vs dnsdist" % stream, a <= b,
+                            "%.2f× (%.4f vs %.4f)" % (a / b, a, b), "≤ 1×"))
+        for stream, keys in (("miss", ("p99_us",)), ("denied", ("p50_us", "p99_us"))):
+            for key in keys:
+                t.append(target("%s: %s at %d q/s vs dnsdist" % (stream, key.replace("_us", ""),
+                                                                 results["latency_qps"]),
+                                v[stream][key] <= d[stream][key],
+                                "%.0f µs vs %.0f µs" % (v[stream][key], d[stream][key]), "≤ dnsdist's"))
+    pin = results.get("pinning")
+    where = ("each server pinned to core %d, dnsperf and the upstream to core %d" % (pin["sut"], pin["load"])
+             if pin else "not pinned")
     compare.write_block(path, "compare-dns", [
-        "Run: %s, %s, %d s per throughput measurement (median of %d), latency at %d queries/s "
-        "offered, vibepit-proxy threads=%s." % (
+        "Run: %s, %s, %d s per throughput measurement (median of %d), fixed load %d queries/s "
+        "offered, vibepit-proxy threads=%s; %s." % (
             results["when"], results["machine"], results["duration_s"], results["repeat"],
-            results["latency_qps"], results["vibepit_threads"]),
+            results["latency_qps"], results["vibepit_threads"], where),
         "",
-        "| stream | vibepit-proxy | dnsmasq | unbound | dnsdist |",
-        "|---|---|---|---|---|",
-    ] + rows + ["", "| target | measured | goal | |", "|---|---|---|---|"] + t, heading="## DNS\n\n")
+        "| stream | %s |" % " | ".join(labels.get(n, n) for n in names),
+        "|---|%s" % ("---|" * len(names)),
+    ] + rows + ["", "Targets (CPU compared as process + softirq):", "",
+                "| target | measured | goal | |", "|---|---|---|---|"] + t, heading="## DNS\n\n")
 
 
 def main():
@@ -269,7 +286,10 @@ def main():
     ap.add_argument("--duration", type=int, default=5, help="seconds per throughput run")
     ap.add_argument("--repeat", type=int, default=3, help="throughput runs per stream; median reported")
     ap.add_argument("--latency-qps", type=int, default=10000, help="offered load for the latency runs")
-    ap.add_argument("--threads", type=int, default=0, help="vibepit-proxy threads (0 = per core)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="vibepit-proxy threads (0 = per core); 1 matches the one core it is pinned to")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="do not pin the server under test and the load to different cores")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                     help="an extra vibepit-proxy config key, e.g. decision-log-per-client=0")
     ap.add_argument("--peers", default="dnsmasq,unbound,dnsdist", help="comma list; empty for none")
@@ -277,14 +297,14 @@ def main():
     ap.add_argument("--markdown", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     args = ap.parse_args()
 
-    topo = DnsTopology(args.bin_dir)
+    topo = DnsTopology(args.bin_dir, pin=not args.no_pin)
     netns.install_signal_cleanup()
     topo.start()
     try:
         paths = write_streams(topo.tmp, 400000 * args.duration)
         starters = {"vibepit": lambda: start_vibepit(topo, args.threads, args.set),
                     "dnsmasq": lambda: start_dnsmasq(topo),
-                    "unbound": lambda: start_unbound(topo),
+                    "unbound": lambda: start_unbound(topo, 1 if topo.cpus else 2),
                     "dnsdist": lambda: start_dnsdist(topo)}
         peers = {}
         for name in ["vibepit"] + [p for p in args.peers.split(",") if p]:
@@ -295,7 +315,7 @@ def main():
         "when": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
         "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
         "duration_s": args.duration, "repeat": args.repeat, "latency_qps": args.latency_qps,
-        "vibepit_threads": args.threads, "peers": peers,
+        "vibepit_threads": args.threads, "pinning": topo.cpus, "peers": peers,
     }
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
