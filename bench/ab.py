@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""A/B: two builds of vibepit-proxy measured in alternation, in one topology, in one run.
+
+On a shared 2-core machine two runs of bench/compare.py minutes apart can differ by 25% in
+either direction, more than most changes. Here both builds run side by side in "px" (each
+on its own ports, both pinned to the system-under-test core, only one under load at a
+time), and every workload is measured in pairs: base then head, head then base, and so
+on. A pair's ratio (head / base) sees the same minute of the machine; the median over the
+pairs is the verdict, and the spread of the pair ratios says how far to trust it.
+
+    python3 bench/ab.py --base /var/tmp/base/build/bin [--head build/bin] [--pairs 8]
+
+Workloads (as in bench/compare.py and bench/compare_dns.py): CONNECT bulk, CONNECT set-up,
+keep-alive HTTP, DNS denied, cache-hit and cache-miss. For each: the rate and the
+CPU-seconds per unit (process tree plus its core's softirq, bench/cpu.py). The load
+generator and the servers come from --head, so only the proxy differs.
+
+Traffic goes only to addresses inside the namespaces this script creates.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+
+import compare  # noqa: E402
+import compare_dns  # noqa: E402
+import cpu  # noqa: E402
+from harness import netns  # noqa: E402
+
+DNS_PORTS = {"base": 53, "head": 5353}
+ZONES = compare_dns.ZONES
+
+
+def start_proxy(topo, which, bin_dir):
+    cfg = {
+        "proxy-listen": [compare.PROXY_ADDR + ":0"],
+        "dns-listen": ["%s:%d" % (compare.PROXY_ADDR, DNS_PORTS[which])],
+        "upstream-dns": [compare_dns.AUTH_ADDR],   # answers every name under ZONES with SERVER
+        "allow-http": ["*.cached.test:*"],
+        "allow-dns": ZONES + ["*." + z for z in ZONES],
+        "decision-log": os.path.join(topo.tmp, which + "-decisions.ndjson"),
+        "threads": 1,
+        "max-connections": 100000,
+        "dns-client-qps": 0,
+        "dns-max-pending": 100000,
+    }
+    path = os.path.join(topo.tmp, which + ".json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    p = topo.popen(topo.px, [os.path.join(os.path.abspath(bin_dir), "vibepit-proxy"), "--config", path],
+                   log=which)
+    m = compare.wait_for_listen(topo, p, which, r"listening proxy 192\.0\.2\.1:(\d+)")
+    col = compare.Column("%s:%s" % (compare.PROXY_ADDR, m.group(1)),
+                         lambda kind: "h.cached.test:%d" % compare.PORTS[kind], p.pid)
+    return p, col
+
+
+def proxy_run(topo, col, workload, duration):
+    """(rate, CPU-seconds per unit) of one run."""
+    if workload == "bulk":
+        args = ["connect-throughput", "--target", col.target("source"), "--streams", "4",
+                "--direction", "down"]
+        rate_key, units = "gbit_per_s", lambda r: r["bytes"] / 1e9
+    elif workload == "setup":
+        args = ["connect-rate", "--target", col.target("echo"), "--concurrency", "32",
+                "--max", "2000000", "--linger0"]
+        rate_key, units = "tunnels_per_s", lambda r: r["tunnels"] / 1e3
+    else:
+        args = ["http-rps", "--url", "http://%s/" % col.target("http"), "--connections", "32",
+                "--max", "5000000"]
+        rate_key, units = "requests_per_s", lambda r: r["requests"] / 1e3
+    out = compare.metered(topo, col, args + ["--proxy", col.proxy, "--duration", str(duration)],
+                          duration + 60)
+    if out["errors"]["total"]:
+        raise RuntimeError("%s: %d errors" % (workload, out["errors"]["total"]))
+    process, softirq = compare.unit_cost(topo, out, units(out["results"]))
+    return out["results"][rate_key], process + (softirq or 0.0)
+
+
+def dns_run(topo, pid, which, path, duration):
+    meter = cpu.Meter(pid).start()
+    argv = ["dnsperf", "-s", compare.PROXY_ADDR, "-p", str(DNS_PORTS[which]), "-d", path,
+            "-l", str(duration), "-c", "8", "-T", "1", "-q", "256", "-t", "2"]
+    if path.endswith("miss.txt"):
+        argv += ["-n", "1"]
+    r = topo.run(topo.sb, argv, timeout=duration + 60)
+    used = meter.stop()
+    out = r.stdout.decode(errors="replace")
+    qps, done = compare_dns.QPS_RE.search(out), compare_dns.COMPLETED_RE.search(out)
+    if not qps or not done:
+        raise RuntimeError("dnsperf: " + out[-1500:])
+    per_1k = int(done.group(1)) / 1e3
+    sut = topo.cpus["sut"]
+    return float(qps.group(1)), (used["process_s"] + used["softirq_s"].get(sut, 0.0)) / per_1k
+
+
+WORKLOADS = ["bulk", "setup", "http", "dns-denied", "dns-cached", "dns-miss"]
+UNITS = {"bulk": ("Gbit/s", "CPU-s per GB"), "setup": ("tunnels/s", "CPU-s per 1 000 tunnels"),
+         "http": ("requests/s", "CPU-s per 1 000 requests")}
+
+
+def summarise(pairs):
+    """pairs: [(base (rate, cost), head (rate, cost))] -> the ratios and their median."""
+    rate = [h[0] / b[0] for b, h in pairs]
+    cost = [h[1] / b[1] for b, h in pairs]
+    return {"rate_ratio": statistics.median(rate), "rate_ratios": rate,
+            "cost_ratio": statistics.median(cost), "cost_ratios": cost,
+            "base_cost": statistics.median(b[1] for b, _ in pairs),
+            "head_cost": statistics.median(h[1] for _, h in pairs),
+            "base_rate": statistics.median(b[0] for b, _ in pairs),
+            "head_rate": statistics.median(h[0] for _, h in pairs)}
+
+
+def num(x):
+    return "%.0f" % x if x >= 1000 else "%.4g" % x
+
+
+def render(res):
+    lines = ["A/B run: %s, %s; base %s, head %s; %d pairs of %d s runs per workload, order "
+             "alternating; each proxy pinned to core %d, the load to core %d." % (
+                 res["when"], res["machine"], res["base"], res["head"], res["pairs"],
+                 res["duration_s"], res["pinning"]["sut"], res["pinning"]["load"]),
+             "",
+             "| workload | rate: base → head (median) | head/base rate: median (range) "
+             "| CPU per unit: base → head (median) | head/base CPU: median (range) |",
+             "|---|---|---|---|---|"]
+    for w in WORKLOADS:
+        s = res["workloads"][w]
+        unit, cost_unit = UNITS.get(w, ("queries/s", "CPU-s per 1 000 queries"))
+        lines.append("| %s | %s → %s %s | %.3f (%.3f–%.3f) | %.4g → %.4g %s | %.3f (%.3f–%.3f) |" % (
+            w, num(s["base_rate"]), num(s["head_rate"]), unit, s["rate_ratio"], min(s["rate_ratios"]),
+            max(s["rate_ratios"]), s["base_cost"], s["head_cost"], cost_unit, s["cost_ratio"],
+            min(s["cost_ratios"]), max(s["cost_ratios"])))
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", required=True, help="bin directory of the base build")
+    ap.add_argument("--head", default=os.path.join(ROOT, "build", "bin"), help="bin directory of the head build")
+    ap.add_argument("--pairs", type=int, default=8)
+    ap.add_argument("--duration", type=int, default=3, help="seconds per run")
+    ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-ab.json"))
+    ap.add_argument("--markdown", help="also write the table as block 'ab' of this file")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("ab: needs root (network namespaces)")
+    netns.install_signal_cleanup()
+    res = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+           "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
+           "base": args.base, "head": args.head, "pairs": args.pairs, "duration_s": args.duration,
+           "workloads": {}}
+    with compare_dns.DnsTopology(args.head, pin=True) as topo:
+        res["pinning"] = topo.cpus
+        streams = compare_dns.write_streams(topo.tmp, 400000 * args.duration)
+        procs, cols = {}, {}
+        for which, bin_dir in (("base", args.base), ("head", args.head)):
+            procs[which], cols[which] = start_proxy(topo, which, bin_dir)
+        for which in ("base", "head"):
+            # Warm each: resolve the tunnel target once, fill the DNS cache.
+            proxy_run(topo, cols[which], "setup", 1)
+            dns_run(topo, procs[which].pid, which, streams["cached"], 1)
+        for w in WORKLOADS:
+            pairs = []
+            for i in range(args.pairs):
+                order = ("base", "head") if i % 2 == 0 else ("head", "base")
+                got = {}
+                for which in order:
+                    if w.startswith("dns-"):
+                        got[which] = dns_run(topo, procs[which].pid, which, streams[w[4:]], args.duration)
+                    else:
+                        got[which] = proxy_run(topo, cols[which], w, args.duration)
+                pairs.append((got["base"], got["head"]))
+                print("ab: %-10s pair %d  base %.4g (%.4g)  head %.4g (%.4g)" % (
+                    w, i + 1, got["base"][0], got["base"][1], got["head"][0], got["head"][1]), flush=True)
+            res["workloads"][w] = summarise(pairs)
+            res["workloads"][w]["pairs_raw"] = pairs
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(res, f, indent=2)
+    lines = render(res)
+    print("\n".join(lines))
+    if args.markdown:
+        compare.write_block(args.markdown, "ab", lines, writer="bench/ab.py")
+    print("ab: wrote", args.json)
+
+
+if __name__ == "__main__":
+    main()
