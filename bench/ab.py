@@ -32,7 +32,6 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
 import compare  # noqa: E402
 import compare_dns  # noqa: E402
-import cpu  # noqa: E402
 from harness import netns  # noqa: E402
 
 DNS_PORTS = {"base": 53, "head": 5353}
@@ -86,20 +85,9 @@ def proxy_run(topo, col, workload, duration):
 
 
 def dns_run(topo, pid, which, path, duration):
-    meter = cpu.Meter(pid).start()
-    argv = ["dnsperf", "-s", compare.PROXY_ADDR, "-p", str(DNS_PORTS[which]), "-d", path,
-            "-l", str(duration), "-c", "8", "-T", "1", "-q", "256", "-t", "2"]
-    if path.endswith("miss.txt"):
-        argv += ["-n", "1"]
-    r = topo.run(topo.sb, argv, timeout=duration + 60)
-    used = meter.stop()
-    out = r.stdout.decode(errors="replace")
-    qps, done = compare_dns.QPS_RE.search(out), compare_dns.COMPLETED_RE.search(out)
-    if not qps or not done:
-        raise RuntimeError("dnsperf: " + out[-1500:])
-    per_1k = int(done.group(1)) / 1e3
-    sut = topo.cpus["sut"]
-    return float(qps.group(1)), (used["process_s"] + used["softirq_s"].get(sut, 0.0)) / per_1k
+    """(queries/s, CPU-seconds per 1 000 queries) of one dnsperf run against `which`."""
+    r = compare_dns.measure_qps(topo, pid, path, duration, DNS_PORTS[which])
+    return r["qps"], r["cpu_per_1k"] + (r["softirq_per_1k"] or 0.0)
 
 
 WORKLOADS = ["bulk", "setup", "http", "dns-denied", "dns-cached", "dns-miss"]

@@ -168,17 +168,17 @@ LOST_RE = re.compile(r"Queries lost:\s+(\d+)")
 RCODES_RE = re.compile(r"Response codes:\s+(.*)")
 
 
-def dnsperf(topo, stream_file, duration, extra, timeout):
-    argv = ["dnsperf", "-s", LISTEN, "-p", "53", "-d", stream_file, "-l", str(duration),
+def dnsperf(topo, stream_file, duration, extra, timeout, port=53):
+    argv = ["dnsperf", "-s", LISTEN, "-p", str(port), "-d", stream_file, "-l", str(duration),
             "-c", "8", "-T", "1", "-q", "256", "-t", "2"] + extra
     r = topo.run(topo.sb, argv, timeout=timeout)
     return r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
 
 
-def measure_qps(topo, pid, path, duration):
+def measure_qps(topo, pid, path, duration, port=53):
     meter = cpu.Meter(pid).start()
     out = dnsperf(topo, path, duration, ["-n", "1"] if path.endswith("miss.txt") else [],
-                  duration + 60)
+                  duration + 60, port)
     used = meter.stop()
     m = QPS_RE.search(out)
     done = COMPLETED_RE.search(out)
