@@ -220,7 +220,9 @@ void DecisionLog::Producer::push(DecisionRecord&& r) {
     return;
   }
   slots_[head & mask_] = std::move(r);
-  head_.store(head + 1, std::memory_order_release);
+  head_.store(head + 1, std::memory_order_seq_cst);
+  // A plain load while the writer is awake (it polls): no syscall on this path.
+  if (owner_ != nullptr && owner_->asleep_.load(std::memory_order_seq_cst) != 0) owner_->wake();
 }
 
 bool DecisionLog::Producer::pop(DecisionRecord& out) {
@@ -361,7 +363,21 @@ void DecisionLog::write_batch() {
 }
 
 void DecisionLog::reopen() {
-  reopen_.store(true, std::memory_order_release);
+  reopen_.store(true, std::memory_order_seq_cst);
+  wake();
+}
+
+void DecisionLog::wake() {
+  if (asleep_.exchange(0, std::memory_order_seq_cst) != 0) asleep_.notify_one();
+}
+
+bool DecisionLog::queues_empty() const {
+  for (const auto& p : producers_) {
+    if (p->head_.load(std::memory_order_seq_cst) != p->tail_.load(std::memory_order_relaxed)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 DecisionLog::~DecisionLog() {
@@ -385,7 +401,8 @@ void DecisionLog::start() {
 
 void DecisionLog::stop() {
   if (!writer_.joinable()) return;
-  stopping_.store(true, std::memory_order_release);
+  stopping_.store(true, std::memory_order_seq_cst);
+  wake();
   writer_.join();
 }
 
@@ -416,19 +433,36 @@ std::size_t DecisionLog::drain_once() {
 }
 
 void DecisionLog::run() {
-  // Polling keeps producers free of any wake-up syscall; 2 ms bounds the log's latency.
+  // Polling while records come keeps producers free of any wake-up syscall, and
+  // kPollInterval bounds the log's latency. Once the queues have stayed empty for
+  // kIdlePolls polls the writer sleeps; the first push after that wakes it (one futex wake
+  // per idle spell, not per record).
+  unsigned idle = 0;
   for (;;) {
-    bool stopping = stopping_.load(std::memory_order_acquire);
+    wakeups_.fetch_add(1, std::memory_order_relaxed);
+    bool stopping = stopping_.load(std::memory_order_seq_cst);
     if (reopen_.exchange(false, std::memory_order_acq_rel) && !path_.empty()) {
       close_file();  // a rotation by someone else (logrotate): start PATH anew
       broken_line_ = false;
       if (!open_file()) note_write_failure(0, errno);
     }
-    if (drain_once() == 0) {
-      if (to_stdout_) std::fflush(stdout);
-      if (stopping) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (drain_once() != 0) {
+      idle = 0;
+      continue;
     }
+    if (to_stdout_) std::fflush(stdout);
+    if (stopping) break;
+    if (++idle < kIdlePolls) {
+      std::this_thread::sleep_for(kPollInterval);
+      continue;
+    }
+    asleep_.store(1, std::memory_order_seq_cst);
+    if (queues_empty() && !stopping_.load(std::memory_order_seq_cst) &&
+        !reopen_.load(std::memory_order_seq_cst)) {
+      asleep_.wait(1, std::memory_order_seq_cst);  // until wake() stores 0
+    }
+    asleep_.store(0, std::memory_order_relaxed);
+    idle = 0;
   }
 }
 

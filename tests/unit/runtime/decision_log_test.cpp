@@ -244,6 +244,52 @@ TEST(DecisionLog, ProducersOnManyThreadsLoseNothingWhenThereIsRoom) {
   EXPECT_EQ(log.written(), 8000u);
 }
 
+// Long enough for the writer to give up polling and sleep.
+constexpr std::chrono::milliseconds kSettle{250};
+static_assert(DecisionLog::kPollInterval * DecisionLog::kIdlePolls * 2 < kSettle);
+
+// An idle proxy costs no wake-ups: once the queues have stayed empty for a while the
+// writer sleeps (it used to poll every 2 ms forever, 500 wake-ups a second), and a record
+// pushed while it sleeps still reaches the log at once.
+TEST(DecisionLog, AnIdleWriterSleepsAndTheNextRecordWakesIt) {
+  DecisionLog log("", 100);
+  auto& p = log.make_producer();
+  log.start();
+  const auto settle = kSettle;
+  std::this_thread::sleep_for(settle);
+  const auto before = log.writer_wakeups();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(log.writer_wakeups(), before) << "the writer kept polling an idle log";
+
+  for (int round = 1; round <= 3; ++round) {
+    const auto pushed_at = std::chrono::steady_clock::now();
+    p.push(sample());
+    wait_written(log, static_cast<std::uint64_t>(round));
+    EXPECT_EQ(log.written(), static_cast<std::uint64_t>(round));
+    EXPECT_LT(std::chrono::steady_clock::now() - pushed_at, std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(settle);  // asleep again before the next round
+  }
+  log.stop();
+}
+
+// stop() and reopen() wake a sleeping writer too: neither waits for a record.
+TEST(DecisionLog, StopAndReopenWakeASleepingWriter) {
+  DecisionLog log("", 100);
+  log.make_producer();
+  log.start();
+  std::this_thread::sleep_for(kSettle);
+  auto before = log.writer_wakeups();
+  log.reopen();
+  for (int i = 0; i < 500 && log.writer_wakeups() == before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_GT(log.writer_wakeups(), before);
+  std::this_thread::sleep_for(kSettle);
+  const auto started = std::chrono::steady_clock::now();
+  log.stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(500));
+}
+
 using vibepit::testing::allocated_bytes;
 
 // A drained queue holds no heap memory: its slots are empty records, not the strings of

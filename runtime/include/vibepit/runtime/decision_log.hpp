@@ -4,6 +4,7 @@
 // every queue, formats NDJSON, writes the log and keeps a bounded in-memory ring.
 // Nothing on the data path takes a lock shared with another thread.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -131,6 +132,14 @@ class DecisionLog {
   // Close the file and open PATH anew before the next write (after an outside rotation;
   // vibepit-proxy calls it on SIGHUP). Any thread.
   void reopen();
+  // Times the writer thread has woken up: it polls while records come and sleeps while none
+  // do (for tests and for anyone counting an idle proxy's wake-ups).
+  std::uint64_t writer_wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
+
+  // The writer polls every kPollInterval while records come; after kIdlePolls empty polls
+  // in a row it sleeps until a producer pushes, so an idle proxy costs no wake-ups.
+  static constexpr std::chrono::milliseconds kPollInterval{2};
+  static constexpr unsigned kIdlePolls = 25;
 
  private:
   void run();
@@ -143,6 +152,8 @@ class DecisionLog {
   void note_write_failure(std::size_t lines, int err);
   std::size_t drain_once();
   std::uint64_t take_id_block();
+  bool queues_empty() const;  // writer thread only
+  void wake();                // any thread: wake the writer if it sleeps
 
   std::function<void(const DecisionRecord&)> observer_;
   bool to_stdout_ = false;
@@ -158,6 +169,11 @@ class DecisionLog {
   std::vector<std::unique_ptr<Producer>> producers_;
   std::atomic<std::uint64_t> id_blocks_{0};
   std::atomic<bool> stopping_{false};
+  // 1 while the writer sleeps (or is about to). A producer reads it after each push, with
+  // the push and this flag ordered (seq_cst) against the writer's store and its last look
+  // at the queues: either the writer sees the record, or the producer sees the flag.
+  alignas(64) std::atomic<std::uint32_t> asleep_{0};
+  std::atomic<std::uint64_t> wakeups_{0};
   std::thread writer_;
   std::atomic<std::uint64_t> written_{0};
   // Writer thread only: the lines of one batch, end to end, and where each ends. Reused, so
