@@ -18,12 +18,10 @@ using asio::ip::tcp;
 constexpr std::size_t kChunk = 16 * 1024;
 
 // Append what the socket has to `buf`.
-asio::awaitable<bool> fill(tcp::socket& s, std::string& buf, asio::error_code& ec) {
-  auto old = buf.size();
-  buf.resize(old + kChunk);
-  auto n = co_await s.async_read_some(asio::buffer(buf.data() + old, kChunk),
+asio::awaitable<bool> fill(tcp::socket& s, ByteBuffer& buf, asio::error_code& ec) {
+  auto n = co_await s.async_read_some(buf.prepare(kChunk),
                                       asio::redirect_error(asio::use_awaitable, ec));
-  buf.resize(old + n);
+  buf.commit(n);
   co_return !ec;
 }
 
@@ -36,7 +34,7 @@ asio::awaitable<void> store(asio::awaitable<bool> op, bool& out) {
 
 // Forward a framed body from `buf` (bytes already read) and then `from`, to `to`, unchanged.
 // Bytes past the body stay in `buf`. A chunked body is validated as it passes.
-asio::awaitable<Pass> pass_body(tcp::socket& from, std::string& buf, tcp::socket& to,
+asio::awaitable<Pass> pass_body(tcp::socket& from, ByteBuffer& buf, tcp::socket& to,
                                 const http::Framing& framing, std::uint64_t& bytes,
                                 const std::function<void()>& touch, std::string& error) {
   asio::error_code ec;
@@ -72,7 +70,7 @@ asio::awaitable<Pass> pass_body(tcp::socket& from, std::string& buf, tcp::socket
         co_await asio::async_write(to, asio::buffer(buf.data(), take), tok);
         if (ec) co_return Pass::failed;
         bytes += take;
-        buf.erase(0, take);
+        buf.consume(take);
         touch();
       }
       if (done) co_return Pass::ok;
@@ -130,7 +128,7 @@ asio::awaitable<bool> forward_response(Session& s, std::string_view method, bool
                                        bool& keep_client, runtime::DecisionRecord& rec) {
   asio::error_code ec;
   const std::string req_method(method);
-  std::string& upbuf = s.upstream_bytes();
+  ByteBuffer& upbuf = s.upstream_bytes();
   upbuf.clear();
   for (;;) {
     http::ResponseHead rh;
@@ -144,7 +142,7 @@ asio::awaitable<bool> forward_response(Session& s, std::string_view method, bool
     if (rh.status >= 100 && rh.status < 200) {
       if (rh.status == 101) co_return false;  // we never forward Upgrade
       auto interim = std::string(upbuf.data(), rh.head_size);
-      upbuf.erase(0, rh.head_size);
+      upbuf.consume(rh.head_size);
       if (!co_await s.send(interim)) co_return false;
       continue;
     }
@@ -157,12 +155,12 @@ asio::awaitable<bool> forward_response(Session& s, std::string_view method, bool
 
     auto out = with_connection(http::rewrite_response_head(rh), keep_client);
     rec.status = static_cast<std::uint16_t>(rh.status);
-    upbuf.erase(0, rh.head_size);
+    upbuf.consume(rh.head_size);
     if (framing.kind == http::BodyKind::length) {
       // Send the body bytes already read together with the head: one write, not two.
       auto take = static_cast<std::size_t>(std::min<std::uint64_t>(framing.length, upbuf.size()));
       out.append(upbuf.data(), take);
-      upbuf.erase(0, take);
+      upbuf.consume(take);
       framing.length -= take;
     }
     if (!co_await s.send(out)) co_return false;
@@ -210,7 +208,7 @@ asio::awaitable<bool> forward_http(Session& s, const http::RequestHead& head,
   // expectation does not go upstream.
   std::string upstream_head =
       http::rewrite_request_head(head, target.path, host_value, expect_continue);
-  s.client_bytes().erase(0, head.head_size);  // `head` views are invalid from here on
+  s.client_bytes().consume(head.head_size);  // `head` views are invalid from here on
 
   auto rec = s.new_record(method, auth.host, auth.port);
   auto dial = co_await s.decide_and_dial(auth, rec, true);

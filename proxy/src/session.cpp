@@ -138,10 +138,8 @@ asio::awaitable<Session::HeadStatus> Session::read_head(http::RequestHead& head)
       }
     }
     if (phase_ == Phase::wait_request && !inbuf_.empty()) phase_ = Phase::read_head;
-    auto old = inbuf_.size();
-    inbuf_.resize(old + kReadChunk);
-    auto n = co_await client_.async_read_some(asio::buffer(inbuf_.data() + old, kReadChunk), tok);
-    inbuf_.resize(old + n);
+    auto n = co_await client_.async_read_some(inbuf_.prepare(kReadChunk), tok);
+    inbuf_.commit(n);
     if (ec) {
       if (timed_out_ && !inbuf_.empty() && client_.is_open()) {
         co_await refuse(408, ProxyError::http_request_error,
@@ -174,7 +172,7 @@ asio::awaitable<void> Session::run() {
     auto& target = std::get<http::Target>(parsed);
     if (target.form == http::TargetForm::authority) {
       auto rec = new_record("CONNECT", target.authority.host, target.authority.port);
-      inbuf_.erase(0, head.head_size);
+      inbuf_.consume(head.head_size);
       co_await tunnel(*this, target.authority, rec);
       break;
     }

@@ -26,14 +26,14 @@ asio::awaitable<void> tunnel(Session& s, const http::Authority& target,
   RelayStats stats;
   if (co_await s.send("HTTP/1.1 200 Connection established\r\n\r\n")) {
     asio::error_code ec;
-    std::string& early = s.client_bytes();  // bytes the client sent ahead of our 200
+    ByteBuffer& early = s.client_bytes();  // bytes the client sent ahead of our 200
     if (!early.empty()) {
-      co_await asio::async_write(s.upstream(), asio::buffer(early),
+      co_await asio::async_write(s.upstream(), asio::buffer(early.data(), early.size()),
                                  asio::redirect_error(asio::use_awaitable, ec));
       stats.up += early.size();
       early.clear();
     }
-    early.shrink_to_fit();  // an idle tunnel keeps no head buffer
+    early.release();  // an idle tunnel keeps no head buffer
     if (!ec) {
       s.touch();
       co_await relay(

@@ -17,6 +17,7 @@
 
 #include "vibepit/http/authority.hpp"
 #include "vibepit/http/head.hpp"
+#include "vibepit/proxy/byte_buffer.hpp"
 #include "vibepit/policy/outcome.hpp"
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/upstream.hpp"
@@ -63,8 +64,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   asio::ip::tcp::socket& client() { return client_; }
   asio::ip::tcp::socket& upstream() { return upstream_; }
-  std::string& client_bytes() { return inbuf_; }    // read from the client, not consumed
-  std::string& upstream_bytes() { return upbuf_; }  // read from upstream, not consumed
+  ByteBuffer& client_bytes() { return inbuf_; }    // read from the client, not consumed
+  ByteBuffer& upstream_bytes() { return upbuf_; }  // read from upstream, not consumed
   void drop_upstream();  // close the upstream connection: it must not be reused
   void close_all();
   bool closed() const { return closed_; }
@@ -109,8 +110,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
   policy::IpAddr client_ip_;
   std::string client_text_;
-  std::string inbuf_;
-  std::string upbuf_;
+  ByteBuffer inbuf_;
+  ByteBuffer upbuf_;
 };
 
 // The request handlers, one unit each.
