@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Where a proxy's time goes, per unit of work: system calls and a CPU profile.
+
+For one system (vibepit-proxy, or a peer from bench/compare.py) and one workload (CONNECT
+set-up, keep-alive HTTP, CONNECT bulk), in the pinned topology of bench/compare.py:
+
+  1. system calls per unit: `strace -c -f` attached to the system for a run of a fixed
+     count of units (strace slows the system; the counts do not depend on speed);
+  2. a profile: `perf record -e cpu-clock -g` on the system for a timed run at full speed,
+     reported as the share of samples by symbol (kernel and user), and the share in the
+     kernel.
+
+    python3 bench/profile.py --system vibepit --workload setup [--count 20000] [--duration 5]
+
+Prints both tables (markdown) and writes them to --json. Traffic goes only to addresses
+inside the namespaces this script creates.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+
+import compare  # noqa: E402
+from harness import netns  # noqa: E402
+from harness.tools import need  # noqa: E402
+
+UNITS = {"setup": ("tunnels", 1), "http": ("requests", 1), "bulk": ("bytes", 1e9)}
+UNIT_NAME = {"setup": "tunnel", "http": "request", "bulk": "GB"}
+
+
+def workload_args(col, workload):
+    if workload == "setup":
+        return ["connect-rate", "--proxy", col.proxy, "--target", col.target("echo"),
+                "--concurrency", "32", "--linger0"]
+    if workload == "http":
+        return ["http-rps", "--proxy", col.proxy, "--url", "http://%s/" % col.target("http"),
+                "--connections", "32"]
+    return ["connect-throughput", "--proxy", col.proxy, "--target", col.target("source"),
+            "--streams", "4", "--direction", "down"]
+
+
+def start_system(topo, name):
+    if name == "vibepit":
+        p, addr = compare.start_vibepit(topo, 1)
+        return p, compare.via_proxy(addr, p.pid)
+    starters = {"haproxy": compare.start_haproxy, "squid": compare.start_squid,
+                "tinyproxy": compare.start_tinyproxy}
+    return starters[name](topo)
+
+
+def threads_of(pid):
+    """Every thread of `pid` and of its descendants (squid forks helpers)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(entry) == pid or int(fields[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def attach(argv, settle=1.0):
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(settle)   # strace and perf attach asynchronously
+    if p.poll() is not None:
+        raise RuntimeError("%s exited: %s" % (argv[0], p.stderr.read().decode()[-2000:]))
+    return p
+
+
+def detach(p):
+    p.send_signal(signal.SIGINT)
+    try:
+        _, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+    return err.decode(errors="replace")
+
+
+def syscalls(topo, col, workload, count):
+    """{syscall: calls per unit} over a run of `count` units (bulk: `count` MB)."""
+    need("strace")
+    out_path = os.path.join(topo.tmp, "strace.txt")
+    pids = threads_of(col.pid)
+    argv = ["strace", "-c", "-f", "-o", out_path]
+    for pid in pids:
+        argv += ["-p", str(pid)]
+    tracer = attach(argv)
+    try:
+        args = workload_args(col, workload)
+        if workload == "bulk":
+            args += ["--duration", "3"]
+        else:
+            args += ["--max", str(count), "--duration", "600"]
+        res = compare.bench(topo, args, 900)
+    finally:
+        detach(tracer)
+    key, scale = UNITS[workload]
+    units = res["results"][key] / scale
+    table = {}
+    with open(out_path) as f:
+        for line in f:
+            # % time, seconds, usecs/call, calls, [errors,] syscall
+            m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:(\d+)\s+)?(\w+)\s*$", line)
+            if m and m.group(3) != "total":
+                table[m.group(3)] = {"per_unit": int(m.group(1)) / units,
+                                     "errors_per_unit": int(m.group(2) or 0) / units}
+    return units, table
+
+
+def profile(topo, col, workload, duration, keep=None):
+    """(share of samples in the kernel, [(share, symbol)]) of a timed run at full speed."""
+    need("perf")
+    data = os.path.join(topo.tmp, "perf.data")
+    tracer = attach(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-g", "-o", data,
+                     "-p", ",".join(str(t) for t in threads_of(col.pid))])
+    try:
+        args = workload_args(col, workload) + ["--duration", str(duration)]
+        if workload != "bulk":
+            args += ["--max", "5000000"]
+        compare.bench(topo, args, duration + 120)
+    finally:
+        detach(tracer)
+    rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
+                          "--sort", "sym", "-g", "none", "--percent-limit", "0.7"],
+                         capture_output=True, text=True, timeout=300).stdout
+    symbols, kernel = [], 0.0
+    if keep:
+        shutil.copy(data, keep)
+    for line in rep.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+\[(.)\]\s+(.*\S)", line)
+        if m:
+            symbols.append((float(m.group(1)), m.group(2), m.group(3)))
+    mode = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
+                           "--sort", "dso", "-g", "none"],
+                          capture_output=True, text=True, timeout=300).stdout
+    dsos = []
+    for line in mode.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+(\S+)", line)
+        if m:
+            dsos.append((float(m.group(1)), m.group(2)))
+            if m.group(2).startswith("[kernel"):
+                kernel += float(m.group(1))
+    return kernel, dsos, symbols
+
+
+def render(res):
+    unit = UNIT_NAME[res["workload"]]
+    lines = ["Profile: %s, %s, %s; %s pinned to core %d, the load to core %d." % (
+                 res["when"], res["system"], res["workload"], res["system"],
+                 res["pinning"]["sut"], res["pinning"]["load"]),
+             "",
+             "System calls per %s (strace -c -f over %.0f %ss; %.1f in all):" % (
+                 unit, res["units"], unit, sum(v["per_unit"] for v in res["syscalls"].values())),
+             "",
+             "| syscall | per %s | failed per %s |" % (unit, unit), "|---|---|---|"]
+    for name, v in sorted(res["syscalls"].items(), key=lambda kv: -kv[1]["per_unit"]):
+        if v["per_unit"] >= 0.01:
+            lines.append("| %s | %.2f | %.2f |" % (name, v["per_unit"], v["errors_per_unit"]))
+    lines += ["", "CPU profile (perf record -e cpu-clock, %d s at full speed): %.1f%% of samples "
+              "in the kernel. By object: %s. Symbols at ≥ 0.7%%:" % (
+                  res["duration_s"], res["kernel_share"],
+                  ", ".join("%s %.1f%%" % (os.path.basename(d), share)
+                            for share, d in res["dsos"] if share >= 0.5)),
+              "", "| share | k/u | symbol |", "|---|---|---|"]
+    for share, where, sym in res["symbols"]:
+        lines.append("| %.1f%% | %s | `%s` |" % (share, where, sym.replace("|", "\\|")))
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
+    ap.add_argument("--system", default="vibepit", choices=["vibepit", "haproxy", "squid", "tinyproxy"])
+    ap.add_argument("--workload", default="setup", choices=sorted(UNITS))
+    ap.add_argument("--count", type=int, default=20000, help="units traced by strace")
+    ap.add_argument("--duration", type=int, default=5, help="seconds profiled by perf")
+    ap.add_argument("--keep", help="also copy perf.data here, for perf report by hand")
+    ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-profile.json"))
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("profile: needs root (network namespaces, strace, perf)")
+    netns.install_signal_cleanup()
+    res = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+           "system": args.system, "workload": args.workload, "duration_s": args.duration}
+    with compare.BenchTopology(args.bin_dir, pin=True) as topo:
+        res["pinning"] = topo.cpus
+        p, col = start_system(topo, args.system)
+        # Warm up: the name is resolved and cached, allocator arenas are in place.
+        compare.bench(topo, workload_args(col, args.workload) + ["--duration", "1"], 120)
+        res["units"], res["syscalls"] = syscalls(topo, col, args.workload, args.count)
+        res["kernel_share"], res["dsos"], res["symbols"] = profile(topo, col, args.workload,
+                                                                   args.duration, args.keep)
+        topo.stop_process(p)
+    with open(args.json, "w") as f:
+        json.dump(res, f, indent=2)
+    print("\n".join(render(res)))
+
+
+if __name__ == "__main__":
+    main()
