@@ -527,6 +527,11 @@ def render(results, path):
              lambda p, at=at: at(p) and at(p)["cores"] is not None and "%.2f + %.2f" % (
                  at(p)["cores"], at(p)["softirq_cores"] or 0) or None, str),
         ]
+    rest = lambda key, fmt: (lambda p: p.get("at_rest") and fmt % p["at_rest"][key])
+    load_rows += [
+        ("at rest (no traffic): wake-ups per second", rest("wakeups_per_s", "%.1f"), str),
+        ("at rest: CPU-ms per minute", rest("cpu_ms_per_min", "%.0f"), str),
+    ]
     loads = table(load_rows)
 
     def target(label, value, goal, ok):
@@ -585,7 +590,7 @@ def render(results, path):
         "",
     ] + costs + [
         "",
-        "At a fixed offered load:",
+        "At a fixed offered load, and at rest:",
         "",
     ] + loads + [
         "",
@@ -612,6 +617,8 @@ def main():
                     help="offered keep-alive requests/s for the fixed-load figures (0: skip)")
     ap.add_argument("--no-pin", action="store_true",
                     help="do not pin the system under test and the load to different cores")
+    ap.add_argument("--rest", type=float, default=10.0,
+                    help="seconds each system is watched with no traffic (wake-ups, CPU at rest)")
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-results.json"))
     ap.add_argument("--markdown", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     args = ap.parse_args()
@@ -634,8 +641,10 @@ def main():
 
         p, addr = start_vibepit(topo, args.threads)
         print("compare: vibepit-proxy", addr, flush=True)
+        rest = cpu.at_rest(p.pid, args.rest)
         results["peers"]["vibepit"] = measure(topo, via_proxy(addr, p.pid), args.duration, args.repeat,
                                               *fixed)
+        results["peers"]["vibepit"]["at_rest"] = rest
         print("  ", results["peers"]["vibepit"], flush=True)
         if args.idle_count:
             # Each tunnel holds two of the proxy's descriptors; keep a margin for the rest.
@@ -654,7 +663,9 @@ def main():
             p, col = starters[name](topo)
             print("compare:", name, col.proxy, col.target("source"), flush=True)
             try:
+                rest = cpu.at_rest(col.pid, args.rest)
                 results["peers"][name] = measure(topo, col, args.duration, args.repeat, *fixed)
+                results["peers"][name]["at_rest"] = rest
             except RuntimeError as e:
                 print("compare: %s failed: %s" % (name, e), flush=True)
                 results["peers"][name] = None

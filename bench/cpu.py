@@ -54,6 +54,55 @@ def tree_ticks(root):
     return total
 
 
+def tree_pids(root):
+    """`root` and every live descendant."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid, _ = _proc_stat(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def tree_switches(root):
+    """Context switches so far of every thread of `root` and its descendants: each
+    voluntary one is a wake-up after a sleep."""
+    total = 0
+    for pid in tree_pids(root):
+        try:
+            tids = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                    for line in f:
+                        if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                            total += int(line.split()[1])
+            except OSError:
+                continue
+    return total
+
+
+def at_rest(pid, seconds=5.0):
+    """What a started system costs with no traffic at all: wake-ups per second and
+    CPU-milliseconds per minute (what each idle session on a host pays)."""
+    w0, s0, t0 = time.monotonic(), tree_switches(pid), tree_ticks(pid)
+    time.sleep(seconds)
+    w1, s1, t1 = time.monotonic(), tree_switches(pid), tree_ticks(pid)
+    wall = w1 - w0
+    return {"wakeups_per_s": (s1 - s0) / wall, "cpu_ms_per_min": (t1 - t0) * TICK_S * 1000 * 60 / wall,
+            "seconds": wall}
+
+
 def core_ticks():
     """{core: {column: ticks}} for every core, from /proc/stat."""
     out = {}
