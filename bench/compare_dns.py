@@ -213,9 +213,9 @@ def run_peer(topo, name, start, paths, args):
     proc = start()
     try:
         wait_udp(topo, proc, {"vibepit": "vibepit-dns"}.get(name, name))
+        res = {"at_rest": cpu.at_rest(proc.pid, args.rest)}   # before any load
         # Warm the cache: every cached name once, twice.
         dnsperf(topo, paths["cached"], 2, ["-n", "2"], 60)
-        res = {}
         for stream in STREAMS:
             runs = [measure_qps(topo, proc.pid, paths[stream], args.duration) for _ in range(args.repeat)]
             med = compare.median_run(runs, lambda r: r["qps"])
@@ -248,6 +248,10 @@ def render(results, path):
             cells = [fmt % peers[n][stream][key] if peers[n][stream].get(key) is not None else "-"
                      for n in names]
             rows.append("| %s %s | %s |" % (stream, label, " | ".join(cells)))
+    for key, label, fmt in (("wakeups_per_s", "at rest (no traffic): wake-ups per second", "%.1f"),
+                            ("cpu_ms_per_min", "at rest: CPU-ms per minute", "%.0f")):
+        cells = [fmt % peers[n]["at_rest"][key] if peers[n].get("at_rest") else "-" for n in names]
+        rows.append("| %s | %s |" % (label, " | ".join(cells)))
 
     def target(label, ok, value, goal):
         return "| %s | %s | %s | %s |" % (label, value, goal, "met" if ok else "**not met**")
@@ -293,6 +297,8 @@ def main():
     ap.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
                     help="an extra vibepit-proxy config key, e.g. decision-log-per-client=0")
     ap.add_argument("--peers", default="dnsmasq,unbound,dnsdist", help="comma list; empty for none")
+    ap.add_argument("--rest", type=float, default=10.0,
+                    help="seconds each server is watched with no traffic (wake-ups, CPU at rest)")
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-dns-results.json"))
     ap.add_argument("--markdown", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     args = ap.parse_args()
