@@ -2,6 +2,8 @@
 // on the depth of the name, never on the number of rules.
 #include "vibepit/policy/matcher.hpp"
 
+#include <algorithm>
+
 namespace vibepit::policy {
 namespace {
 
@@ -38,6 +40,13 @@ bool DnsMatcher::contains(const DnsRule& rule) const {
   return (rule.domain.wildcard ? suffix_ : exact_).find(rule.domain.name) != nullptr;
 }
 
+void DnsMatcher::reserve_for(const std::vector<DnsRule>& rules) {
+  const auto wild = static_cast<std::size_t>(
+      std::count_if(rules.begin(), rules.end(), [](const DnsRule& r) { return r.domain.wildcard; }));
+  exact_.reserve(rules.size() - wild);
+  suffix_.reserve(wild);
+}
+
 bool DnsMatcher::add(DnsRule rule) {
   if (contains(rule)) return false;  // probed first: a duplicate leaves every shard shared
   const bool wildcard = rule.domain.wildcard;
@@ -72,6 +81,13 @@ bool HttpMatcher::contains(const HttpRule& rule) const {
     if (e.rule.port_glob == rule.port_glob) return true;
   }
   return false;
+}
+
+void HttpMatcher::reserve_for(const std::vector<HttpRule>& rules) {
+  // Keys, not rules: several port globs of one name share a key, so this may overshoot.
+  const auto wild = static_cast<std::size_t>(std::count_if(rules.begin(), rules.end(), in_suffixes));
+  exact_.reserve(rules.size() - wild);
+  suffix_.reserve(wild);
 }
 
 bool HttpMatcher::add(HttpRule rule) {

@@ -48,18 +48,24 @@ void add_rule(Matcher& matcher, CowList<std::string>& texts, Rule rule) {
   if (matcher.add(std::move(rule))) texts.push_back(std::move(text));
 }
 
-// Parses every entry of one list into its matcher, collecting every error.
+// Parses every entry of one list, collecting every error, then adds the rules to its
+// matcher, which makes room for all of them first.
 template <class Rule, class Parse, class Matcher>
 void compile_list(const std::vector<std::string>& entries, Parse parse, Matcher& matcher,
                   CowList<std::string>& texts, std::vector<RuleError>& errors) {
+  std::vector<Rule> rules;
+  rules.reserve(entries.size());
   for (const auto& entry : entries) {
     auto parsed = parse(entry);
     if (auto* err = std::get_if<RuleError>(&parsed)) {
       errors.push_back(std::move(*err));
     } else {
-      add_rule(matcher, texts, std::move(std::get<Rule>(parsed)));
+      rules.push_back(std::move(std::get<Rule>(parsed)));
     }
   }
+  if (!errors.empty()) return;  // nothing will be published
+  matcher.reserve_for(rules);
+  for (auto& rule : rules) add_rule(matcher, texts, std::move(rule));
 }
 
 }  // namespace

@@ -82,6 +82,17 @@ class CowNameMap {
   }
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  // Room for about `n` more keys spread over the shards, so that building a large map
+  // does not rehash each shard again and again (and the allocator does not consolidate
+  // its free lists for every larger bucket array). Makes every shard this map's own.
+  void reserve(std::size_t n) {
+    if (n == 0) return;
+    const std::size_t per_shard = n / kShards + n / kShards / 4 + 1;
+    for (auto& shard : shards_) {
+      auto& map = detail::own(shard);
+      map.reserve(map.size() + per_shard);
+    }
+  }
 
  private:
   // The hash's top bits: the maps inside use it modulo their bucket count, so the two

@@ -28,6 +28,8 @@ class DnsMatcher {
   // Returns false (and changes nothing) when an equal rule is already present.
   bool add(DnsRule rule);
   bool contains(const DnsRule& rule) const;  // an equal rule is present
+  // Room for these rules before they are added one by one (compiling a whole list).
+  void reserve_for(const std::vector<DnsRule>& rules);
   // `name` must already be normalised (normalize_name). nullptr when nothing matches.
   const DnsRule* match(std::string_view name) const;
   std::size_t size() const { return count_; }
@@ -47,6 +49,8 @@ class HttpMatcher {
  public:
   bool add(HttpRule rule);
   bool contains(const HttpRule& rule) const;  // an equal rule is present
+  // Room for these rules before they are added one by one (compiling a whole list).
+  void reserve_for(const std::vector<HttpRule>& rules);
   // `host` is a normalised name or canonical IP text (IpAddr::to_string, no brackets).
   const HttpRule* match(std::string_view host, std::uint16_t port) const;
   std::size_t size() const { return count_; }
