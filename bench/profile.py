@@ -166,7 +166,7 @@ def render(res):
                  res["when"], res["system"], res["workload"], res["system"],
                  res["pinning"]["sut"], res["pinning"]["load"]),
              "",
-             "System calls per %s (strace -c -f over %.0f %ss; %.1f in all):" % (
+             "System calls per %s (strace -c -f over %.4g %ss; %.1f in all):" % (
                  unit, res["units"], unit, sum(v["per_unit"] for v in res["syscalls"].values())),
              "",
              "| syscall | per %s | failed per %s |" % (unit, unit), "|---|---|---|"]
