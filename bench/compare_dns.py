@@ -194,12 +194,12 @@ def measure_qps(topo, pid, path, duration, port=53):
             "softirq_per_1k": used["softirq_s"].get(sut, 0.0) / per_1k if per_1k and sut is not None else None}
 
 
-def measure_latency(topo, pid, path, qps, duration):
+def measure_latency(topo, pid, path, qps, duration, port=53):
     """Median and p99 latency (µs) at a fixed offered load, from dnsperf's per-query lines,
     and the cores the server kept busy meanwhile."""
     meter = cpu.Meter(pid).start()
     out = dnsperf(topo, path, duration, ["-Q", str(qps), "-v"] +
-                  (["-n", "1"] if path.endswith("miss.txt") else []), duration + 60)
+                  (["-n", "1"] if path.endswith("miss.txt") else []), duration + 60, port)
     used = meter.stop()
     lat = sorted(float(x) for x in re.findall(r"^> \w+ \S+ \S+ ([\d.]+)$", out, re.M))
     if not lat:
