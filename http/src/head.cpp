@@ -47,6 +47,7 @@ char lower(char c) {
 
 // The next line from `pos`, without its CRLF or bare LF. False when no LF follows yet.
 bool next_line(std::string_view win, std::size_t pos, std::string_view& line, std::size_t& next) {
+  if (pos >= win.size()) return false;  // also: an empty view's data() may be null
   const void* p = std::memchr(win.data() + pos, '\n', win.size() - pos);
   if (p == nullptr) return false;
   const std::size_t lf = static_cast<std::size_t>(static_cast<const char*>(p) - win.data());

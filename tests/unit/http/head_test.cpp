@@ -180,6 +180,15 @@ TEST(RequestHead, EverySplitPoint) {
   EXPECT_EQ(head.head_size, in.size());
 }
 
+// An empty view may carry a null pointer (a buffer that has no storage yet): the parsers
+// must not hand it to memchr (UBSan reports that as undefined behaviour).
+TEST(RequestHead, AnEmptyViewWithNoStorageIsIncomplete) {
+  RequestHead head;
+  EXPECT_EQ(parse_request_head(std::string_view(), kMax, head).state, ParseState::incomplete);
+  ResponseHead rh;
+  EXPECT_EQ(parse_response_head(std::string_view(), kMax, rh).state, ParseState::incomplete);
+}
+
 TEST(RequestHead, TooLargeBoundary) {
   const std::string in = "GET / HTTP/1.1\r\nHost: a\r\n\r\n";
   RequestHead head;

@@ -15,7 +15,8 @@ namespace vibepit::proxy {
 
 class ByteBuffer {
  public:
-  const char* data() const { return store_.get() + begin_; }
+  // Never null, as std::string's is not: parsers may hand it to memchr() even when empty.
+  const char* data() const { return store_ ? store_.get() + begin_ : ""; }
   std::size_t size() const { return end_ - begin_; }
   bool empty() const { return begin_ == end_; }
   std::string_view view() const { return {data(), size()}; }
