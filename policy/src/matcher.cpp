@@ -41,8 +41,8 @@ bool DnsMatcher::contains(const DnsRule& rule) const {
 }
 
 void DnsMatcher::reserve_for(const std::vector<DnsRule>& rules) {
-  const auto wild = static_cast<std::size_t>(
-      std::count_if(rules.begin(), rules.end(), [](const DnsRule& r) { return r.domain.wildcard; }));
+  const auto wild = static_cast<std::size_t>(std::count_if(
+      rules.begin(), rules.end(), [](const DnsRule& r) { return r.domain.wildcard; }));
   exact_.reserve(rules.size() - wild);
   suffix_.reserve(wild);
 }
@@ -85,7 +85,8 @@ bool HttpMatcher::contains(const HttpRule& rule) const {
 
 void HttpMatcher::reserve_for(const std::vector<HttpRule>& rules) {
   // Keys, not rules: several port globs of one name share a key, so this may overshoot.
-  const auto wild = static_cast<std::size_t>(std::count_if(rules.begin(), rules.end(), in_suffixes));
+  const auto wild =
+      static_cast<std::size_t>(std::count_if(rules.begin(), rules.end(), in_suffixes));
   exact_.reserve(rules.size() - wild);
   suffix_.reserve(wild);
 }
