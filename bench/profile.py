@@ -33,6 +33,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
 import compare  # noqa: E402
+import cpu  # noqa: E402
 from harness import netns  # noqa: E402
 from harness.tools import need  # noqa: E402
 
@@ -60,21 +61,6 @@ def start_system(topo, name):
     return starters[name](topo)
 
 
-def threads_of(pid):
-    """Every thread of `pid` and of its descendants (squid forks helpers)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open("/proc/%s/stat" % entry) as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(entry) == pid or int(fields[1]) == pid:
-                out.append(int(entry))
-    return out
-
-
 def attach(argv, settle=1.0):
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(settle)   # strace and perf attach asynchronously
@@ -97,7 +83,7 @@ def syscalls(topo, col, workload, count):
     """{syscall: calls per unit} over a run of `count` units (bulk: `count` MB)."""
     need("strace")
     out_path = os.path.join(topo.tmp, "strace.txt")
-    pids = threads_of(col.pid)
+    pids = cpu.tree_pids(col.pid)
     argv = ["strace", "-c", "-f", "-o", out_path]
     for pid in pids:
         argv += ["-p", str(pid)]
@@ -129,7 +115,7 @@ def profile(topo, col, workload, duration, keep=None):
     need("perf")
     data = os.path.join(topo.tmp, "perf.data")
     tracer = attach(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-g", "-o", data,
-                     "-p", ",".join(str(t) for t in threads_of(col.pid))])
+                     "-p", ",".join(str(t) for t in cpu.tree_pids(col.pid))])
     try:
         args = workload_args(col, workload) + ["--duration", str(duration)]
         if workload != "bulk":
