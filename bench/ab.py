@@ -121,6 +121,8 @@ def render(res):
              "| CPU per unit: base → head (median) | head/base CPU: median (range) |",
              "|---|---|---|---|---|"]
     for w in WORKLOADS:
+        if w not in res["workloads"]:
+            continue
         s = res["workloads"][w]
         unit, cost_unit = UNITS.get(w, ("queries/s", "CPU-s per 1 000 queries"))
         lines.append("| %s | %s → %s %s | %.3f (%.3f–%.3f) | %.4g → %.4g %s | %.3f (%.3f–%.3f) |" % (
@@ -138,7 +140,13 @@ def main():
     ap.add_argument("--duration", type=int, default=3, help="seconds per run")
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-ab.json"))
     ap.add_argument("--markdown", help="also write the table as block 'ab' of this file")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS),
+                    help="comma-separated subset of: " + ", ".join(WORKLOADS))
     args = ap.parse_args()
+    workloads = [w for w in args.workloads.split(",") if w]
+    unknown = sorted(set(workloads) - set(WORKLOADS))
+    if unknown:
+        ap.error("unknown workload(s): " + ", ".join(unknown))
     if os.geteuid() != 0:
         sys.exit("ab: needs root (network namespaces)")
     netns.install_signal_cleanup()
@@ -156,7 +164,7 @@ def main():
             # Warm each: resolve the tunnel target once, fill the DNS cache.
             proxy_run(topo, cols[which], "setup", 1)
             dns_run(topo, procs[which].pid, which, streams["cached"], 1)
-        for w in WORKLOADS:
+        for w in workloads:
             pairs = []
             for i in range(args.pairs):
                 order = ("base", "head") if i % 2 == 0 else ("head", "base")
