@@ -14,6 +14,8 @@
 
 #include "dns_worker.hpp"
 
+#include "vibepit/runtime/edge_wait.hpp"
+
 namespace vibepit::dns {
 namespace {
 
@@ -177,7 +179,7 @@ void DnsWorker::start() {
   // Upstream answers that complete together (one c-ares read) leave in one sendmmsg() too,
   // when the worker has a single UDP socket to answer from.
   if (udp_.size() == 1) handler_.batch_upstream_answers(udp_[0].native_handle());
-  for (std::size_t i = 0; i < udp_.size(); ++i) receive_udp(i);
+  for (std::size_t i = 0; i < udp_.size(); ++i) receive_udp(i, false);
   for (std::size_t i = 0; i < tcp_.size(); ++i) accept_tcp(i);
 }
 
@@ -194,12 +196,16 @@ void DnsWorker::stop() {
   for (auto& c : open) c->close();
 }
 
-void DnsWorker::receive_udp(std::size_t index) {
-  udp_[index].async_wait(udp::socket::wait_read,
-                         [this, index, alive = alive_](const asio::error_code& ec) {
-                           if (!*alive || ec || stopped_) return;
-                           drain_udp(index);
-                         });
+void DnsWorker::receive_udp(std::size_t index, bool drained) {
+  auto then = [this, index, alive = alive_](const asio::error_code& ec) {
+    if (!*alive || ec || stopped_) return;
+    drain_udp(index);
+  };
+  if (drained) {
+    runtime::async_wait_edge(udp_[index], runtime::Edge::read, std::move(then));
+  } else {
+    udp_[index].async_wait(udp::socket::wait_read, std::move(then));
+  }
 }
 
 // Datagrams come in kUdpBatch at a time with one recvmmsg(); the answers made while they are
@@ -219,9 +225,10 @@ void DnsWorker::drain_udp(std::size_t index) {
   }
   int got = ::recvmmsg(fd, b.msgs_in.data(), kUdpBatch, MSG_DONTWAIT, nullptr);
   if (got <= 0) {
-    // EAGAIN: empty. Anything else (an ICMP error queued on the socket) is not fatal: wait.
+    // EAGAIN: empty. Anything else (an ICMP error queued on the socket) is not fatal, but
+    // datagrams may wait behind it: wait re-armed, which reports them at once.
     if (got < 0 && errno == EINTR) return drain_udp(index);
-    return receive_udp(index);
+    return receive_udp(index, got == 0 || errno == EAGAIN || errno == EWOULDBLOCK);
   }
   begin_batch(fd);
   for (int i = 0; i < got && !stopped_; ++i) {
@@ -238,7 +245,7 @@ void DnsWorker::drain_udp(std::size_t index) {
   }
   flush_batch();
   if (stopped_) return;
-  if (got < kUdpBatch) return receive_udp(index);
+  if (got < kUdpBatch) return receive_udp(index, true);  // it stopped on an empty queue
   asio::post(io_, [this, index, alive = alive_] {
     if (*alive && !stopped_) drain_udp(index);
   });

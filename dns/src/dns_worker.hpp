@@ -48,7 +48,10 @@ class DnsWorker final : public Replier, public std::enable_shared_from_this<DnsW
  private:
   class TcpConn;
 
-  void receive_udp(std::size_t index);
+  // Wait until udp_[index] is readable, then drain_udp. `drained`: the last recvmmsg()
+  // stopped on an empty queue, so the wait is for the next edge and costs no system call
+  // (runtime/edge_wait.hpp); otherwise the descriptor is re-armed.
+  void receive_udp(std::size_t index, bool drained);
   void drain_udp(std::size_t index);
   void accept_tcp(std::size_t index);  // runs runtime::accept_loop on tcp_[index]
   void take_tcp(asio::ip::tcp::socket s);

@@ -1,6 +1,7 @@
 #include "vibepit/proxy/relay.hpp"
 
 #include "vibepit/proxy/join.hpp"
+#include "vibepit/runtime/edge_wait.hpp"
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -63,11 +64,20 @@ asio::awaitable<void> yield_now() {
 }
 
 // The sockets are O_NONBLOCK (Asio sets that on their first asynchronous operation), so the
-// pumps call recv/send/splice directly and wait only after EAGAIN: a fresh edge is then
-// guaranteed to wake the wait.
-asio::awaitable<bool> wait(tcp::socket& s, tcp::socket::wait_type type) {
+// pumps call recv/send/splice directly and only wait when the socket is likely empty.
+// After EAGAIN the kernel signals a fresh edge for anything new, and async_wait_edge()
+// waits for it without a system call (runtime/edge_wait.hpp). Elsewhere (a pump's start, a
+// short read that may have stopped at a FIN) async_wait() re-arms the descriptor
+// (EPOLL_CTL_MOD), which reports at once what is already there.
+asio::awaitable<bool> wait_edge(tcp::socket& s, runtime::Edge edge) {
   asio::error_code ec;
-  co_await s.async_wait(type, asio::redirect_error(asio::use_awaitable, ec));
+  co_await runtime::async_wait_edge(s, edge, asio::redirect_error(asio::use_awaitable, ec));
+  co_return !ec;
+}
+
+asio::awaitable<bool> wait_rearmed(tcp::socket& s) {
+  asio::error_code ec;
+  co_await s.async_wait(tcp::socket::wait_read, asio::redirect_error(asio::use_awaitable, ec));
   co_return !ec;
 }
 
@@ -84,7 +94,7 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {
-        if (!co_await wait(from, tcp::socket::wait_read)) co_return Outcome::failed;
+        if (!co_await wait_edge(from, runtime::Edge::read)) co_return Outcome::failed;
         burst = kBurst;
         continue;
       }
@@ -100,7 +110,7 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
       if (m < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN) {
-          if (!co_await wait(to, tcp::socket::wait_write)) co_return Outcome::failed;
+          if (!co_await wait_edge(to, runtime::Edge::write)) co_return Outcome::failed;
           continue;
         }
         // Bytes are stuck in the pipe: the tunnel cannot continue correctly.
@@ -122,28 +132,34 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
 // With `upgrade`, a read that fills the buffer means bulk transfer: hand over to splice.
 //
 // A pump waits before it reads when the socket is most likely empty: at the start (the
-// peer has not spoken yet, as a rule) and after a short read. The wait re-arms the edge
-// (EPOLL_CTL_MOD), which reports bytes that are already there at once, so nothing is
-// missed; the recv() that would only have said EAGAIN is saved, two to four per tunnel.
+// peer has not spoken yet, as a rule) and after a short read, re-arming the descriptor so
+// that bytes already there are reported at once; the recv() that would only have said
+// EAGAIN is saved. After an EAGAIN the wait needs no re-arm.
 asio::awaitable<Outcome> copy_pump(tcp::socket& from, tcp::socket& to,
                                    const std::function<void()>& on_activity, std::uint64_t& counter,
                                    bool upgrade) {
   thread_local char scratch[kBufferSize];
   int burst = kBurst;
-  bool drained = true;
+  enum class Empty { no, likely, surely } empty = Empty::likely;
   for (;;) {
-    if (drained) {
-      if (!co_await wait(from, tcp::socket::wait_read)) co_return Outcome::failed;
+    if (empty != Empty::no) {
+      const bool ok = empty == Empty::surely ? co_await wait_edge(from, runtime::Edge::read)
+                                             : co_await wait_rearmed(from);
+      if (!ok) co_return Outcome::failed;
       burst = kBurst;
     }
     ssize_t n = ::recv(from.native_handle(), scratch, sizeof scratch, MSG_DONTWAIT);
     if (n < 0) {
-      drained = errno != EINTR;
-      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-      co_return Outcome::failed;
+      if (errno == EINTR) {
+        empty = Empty::no;
+        continue;
+      }
+      if (errno != EAGAIN && errno != EWOULDBLOCK) co_return Outcome::failed;
+      empty = Empty::surely;
+      continue;
     }
     if (n == 0) co_return Outcome::eof;
-    drained = static_cast<std::size_t>(n) < sizeof scratch;
+    empty = static_cast<std::size_t>(n) < sizeof scratch ? Empty::likely : Empty::no;
     auto len = static_cast<std::size_t>(n);
     std::size_t sent = 0;
     while (sent < len) {

@@ -1,0 +1,143 @@
+#pragma once
+// Waiting for a socket's next readiness edge without a system call.
+//
+// The relay pumps (and the DNS server's UDP loop) do their own non-blocking recv, send and
+// splice, and only need Asio to say when to try again. Asio's socket::async_wait() costs an
+// epoll_ctl(EPOLL_CTL_MOD) per wait: it re-arms the descriptor because it cannot know
+// whether readiness was already reported and missed. A pump that has just been told EAGAIN
+// does know: from that moment anything new (bytes, FIN, RST, room to write) makes the
+// kernel signal a new edge on the descriptor, which Asio registered edge-triggered.
+//
+// async_wait_edge() queues an operation on Asio's epoll reactor that completes on that
+// next edge. The one case it must not miss: an edge that came while no operation was
+// waiting. The reactor remembers it (its per-descriptor "try speculative" flag, set by
+// every event), and then this operation completes at once. Either way it tells the
+// reactor the edge has been consumed (done_and_exhausted), so the flag is clear until the
+// next one. A wait costs no system call, where async_wait() costs one.
+//
+// The contract, which is the caller's side of edge-triggered I/O: wait only after the
+// kernel said EAGAIN, and after a completion read (or write) until it says EAGAIN again.
+// For a datagram socket a recvmmsg() that returned fewer messages than asked counts as
+// EAGAIN (it stopped on one). For a stream socket a short read does not: when the data
+// and the FIN arrive together there is one edge, recv() returns the data, and the FIN
+// that the next recv() would report raises no new edge. There, after a short read,
+// re-arm with async_wait() (or read again).
+//
+// A completion may be spurious (an edge whose bytes were already read); the next call then
+// says EAGAIN. Use it only on a socket whose io_context runs on one thread (the proxy's
+// and the DNS server's workers each run their own). Closing the socket completes a pending
+// wait with operation_aborted. It does not take part in per-operation cancellation.
+//
+// This reaches into Asio's reactor (asio::detail), which is not Asio's public interface:
+// the checks below pin the version and the back end it was written against.
+#include <cstddef>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include <asio/async_result.hpp>
+#include <asio/basic_socket.hpp>
+#include <asio/detail/bind_handler.hpp>
+#include <asio/detail/fenced_block.hpp>
+#include <asio/detail/handler_alloc_helpers.hpp>
+#include <asio/detail/handler_work.hpp>
+#include <asio/detail/reactor.hpp>
+#include <asio/detail/reactor_op.hpp>
+#include <asio/error_code.hpp>
+#include <asio/execution/context.hpp>
+#include <asio/query.hpp>
+#include <asio/version.hpp>
+
+#if !defined(ASIO_HAS_EPOLL) || defined(ASIO_HAS_IO_URING_AS_DEFAULT)
+#error "edge_wait.hpp needs Asio's epoll reactor"
+#endif
+static_assert(ASIO_VERSION >= 102200 && ASIO_VERSION < 102300,
+              "edge_wait.hpp was written against Asio 1.22's reactor; check "
+              "epoll_reactor::start_op and descriptor_state::perform_io before changing this");
+
+namespace vibepit::runtime {
+
+enum class Edge { read, write };
+
+namespace edge_detail {
+
+// The socket's descriptor and its reactor registration. basic_socket keeps them in a
+// protected member; a pointer to it, formed in a derived class, reads it from any socket.
+template <class Socket>
+struct Internals : Socket {
+  static auto& of(Socket& s) { return (s.*&Internals::impl_).get_implementation(); }
+};
+
+template <class Handler, class IoExecutor>
+class WaitOp : public asio::detail::reactor_op {
+ public:
+  ASIO_DEFINE_HANDLER_PTR(WaitOp);
+
+  WaitOp(Handler& handler, const IoExecutor& io_ex)
+      : reactor_op(asio::error_code(), &WaitOp::do_perform, &WaitOp::do_complete),
+        handler_(std::move(handler)),
+        work_(handler_, io_ex) {}
+
+  // Called by the reactor when an edge has been seen (at once, if one came while nothing
+  // waited). No system call: the caller does the I/O. "Exhausted" clears the reactor's
+  // memory of the edge, so the next wait sleeps until the kernel signals again.
+  static status do_perform(reactor_op*) { return done_and_exhausted; }
+
+  static void do_complete(void* owner, asio::detail::operation* base,
+                          const asio::error_code& /*ec*/, std::size_t /*bytes*/) {
+    auto* o = static_cast<WaitOp*>(base);
+    ptr p = {std::addressof(o->handler_), o, o};
+    asio::detail::handler_work<Handler, IoExecutor> w(std::move(o->work_));
+    // The handler is moved out before the operation's memory is freed, as Asio's own
+    // operations do: the memory may belong to the handler (a coroutine frame's recycler).
+    asio::detail::binder1<Handler, asio::error_code> handler(o->handler_, o->ec_);
+    p.h = std::addressof(handler.handler_);
+    p.reset();
+    if (owner) {
+      asio::detail::fenced_block b(asio::detail::fenced_block::half);
+      w.complete(handler, handler.handler_);
+    }
+  }
+
+ private:
+  Handler handler_;
+  asio::detail::handler_work<Handler, IoExecutor> work_;
+};
+
+template <class Socket>
+struct Initiate {
+  Socket* socket;
+  Edge edge;
+
+  template <class Handler>
+  void operator()(Handler&& handler) const {
+    using H = std::decay_t<Handler>;
+    using Op = WaitOp<H, typename Socket::executor_type>;
+    H h(std::forward<Handler>(handler));
+    typename Op::ptr p = {std::addressof(h), Op::ptr::allocate(h), nullptr};
+    p.p = new (p.v) Op(h, socket->get_executor());
+    auto& reactor = asio::use_service<asio::detail::reactor>(
+        asio::query(socket->get_executor(), asio::execution::context));
+    auto& impl = Internals<Socket>::of(*socket);
+    // allow_speculative: perform at once if the reactor holds an unconsumed edge; else
+    // queue the operation. Neither re-arms the descriptor (a first write wait adds
+    // EPOLLOUT to its registration, once). A closed socket completes with bad_descriptor.
+    reactor.start_op(
+        edge == Edge::read ? asio::detail::reactor::read_op : asio::detail::reactor::write_op,
+        impl.socket_, impl.reactor_data_, p.p, false, true);
+    p.v = p.p = nullptr;
+  }
+};
+
+}  // namespace edge_detail
+
+// Complete when `socket` next becomes readable (or writable), as described above.
+// Completion signature: void(asio::error_code).
+template <class Socket, class Token>
+auto async_wait_edge(Socket& socket, Edge edge, Token&& token) {
+  return asio::async_initiate<Token, void(asio::error_code)>(
+      edge_detail::Initiate<Socket>{&socket, edge}, token);
+}
+
+}  // namespace vibepit::runtime
