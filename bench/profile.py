@@ -79,12 +79,13 @@ def detach(p):
     return err.decode(errors="replace")
 
 
-def syscalls(topo, col, workload, count):
-    """{syscall: calls per unit} over a run of `count` units (bulk: `count` MB)."""
+def syscalls(topo, col, workload, count, trace=None):
+    """{syscall: calls per unit} over a run of `count` units (bulk: `count` MB). With
+    `trace`, the calls themselves go to that file (strace -f -tt) instead of a count."""
     need("strace")
-    out_path = os.path.join(topo.tmp, "strace.txt")
+    out_path = trace or os.path.join(topo.tmp, "strace.txt")
     pids = cpu.tree_pids(col.pid)
-    argv = ["strace", "-c", "-f", "-o", out_path]
+    argv = ["strace", "-f", "-tt", "-o", out_path] if trace else ["strace", "-c", "-f", "-o", out_path]
     for pid in pids:
         argv += ["-p", str(pid)]
     tracer = attach(argv)
@@ -100,6 +101,8 @@ def syscalls(topo, col, workload, count):
     key, scale = UNITS[workload]
     units = res["results"][key] / scale
     table = {}
+    if trace:
+        return units, table
     with open(out_path) as f:
         for line in f:
             # % time, seconds, usecs/call, calls, [errors,] syscall
@@ -179,6 +182,8 @@ def main():
     ap.add_argument("--duration", type=int, default=5, help="seconds profiled by perf")
     ap.add_argument("--keep", help="also copy perf.data here, for perf report by hand")
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-profile.json"))
+    ap.add_argument("--trace", help="write every system call of a run of --count units to this "
+                    "file (strace -f -tt) and stop there: no counts, no profile")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("profile: needs root (network namespaces, strace, perf)")
@@ -190,6 +195,11 @@ def main():
         p, col = start_system(topo, args.system)
         # Warm up: the name is resolved and cached, allocator arenas are in place.
         compare.bench(topo, workload_args(col, args.workload) + ["--duration", "1"], 120)
+        if args.trace:
+            syscalls(topo, col, args.workload, args.count, os.path.abspath(args.trace))
+            topo.stop_process(p)
+            print("profile: wrote", args.trace)
+            return
         res["units"], res["syscalls"] = syscalls(topo, col, args.workload, args.count)
         res["kernel_share"], res["dsos"], res["symbols"] = profile(topo, col, args.workload,
                                                                    args.duration, args.keep)
