@@ -85,7 +85,7 @@ struct ControlServer::Impl {
   std::size_t active = 0;  // control thread only
   runtime::TokenBucket bucket{static_cast<double>(opts.burst), clock::now()};
   asio::io_context io{1};
-  std::vector<tcp::acceptor> acceptors;
+  std::vector<tcp::socket> acceptors;  // listening (runtime::listen_tcp)
 };
 
 bool ControlServer::Impl::take_client(tcp::socket sock) {
@@ -226,12 +226,7 @@ ControlServer::~ControlServer() {
 std::vector<tcp::endpoint> ControlServer::listen() {
   std::vector<tcp::endpoint> bound;
   for (const auto& ep : impl_->opts.listen) {
-    tcp::acceptor acc(impl_->io);
-    acc.open(ep.protocol());
-    acc.set_option(tcp::acceptor::reuse_address(true));
-    if (ep.address().is_v6()) acc.set_option(asio::ip::v6_only(true));
-    acc.bind(ep);
-    acc.listen(64);
+    auto acc = runtime::listen_tcp(impl_->io, ep, {.backlog = 64});
     bound.push_back(acc.local_endpoint());
     impl_->acceptors.push_back(std::move(acc));
   }

@@ -14,7 +14,7 @@
 
 #include "dns_worker.hpp"
 
-#include "vibepit/runtime/edge_wait.hpp"
+#include "vibepit/runtime/reactor.hpp"
 
 namespace vibepit::dns {
 namespace {
@@ -161,14 +161,8 @@ udp::endpoint DnsWorker::bind(const udp::endpoint& ep) {
   auto bound = u.local_endpoint();
   u.non_blocking(true);
 
-  tcp::acceptor a(io_);
-  tcp::endpoint tep(bound.address(), bound.port());
-  a.open(tep.protocol());
-  a.set_option(tcp::acceptor::reuse_address(true));
-  reuse_port(a.native_handle());
-  if (tep.address().is_v6()) a.set_option(asio::ip::v6_only(true));
-  a.bind(tep);
-  a.listen(asio::socket_base::max_listen_connections);
+  auto a =
+      runtime::listen_tcp(io_, tcp::endpoint(bound.address(), bound.port()), {.reuse_port = true});
 
   udp_.push_back(std::move(u));
   tcp_.push_back(std::move(a));

@@ -50,7 +50,7 @@ class DnsWorker final : public Replier, public std::enable_shared_from_this<DnsW
 
   // Wait until udp_[index] is readable, then drain_udp. `drained`: the last recvmmsg()
   // stopped on an empty queue, so the wait is for the next edge and costs no system call
-  // (runtime/edge_wait.hpp); otherwise the descriptor is re-armed.
+  // (runtime/reactor.hpp); otherwise the descriptor is re-armed.
   void receive_udp(std::size_t index, bool drained);
   void drain_udp(std::size_t index);
   void accept_tcp(std::size_t index);  // runs runtime::accept_loop on tcp_[index]
@@ -59,8 +59,8 @@ class DnsWorker final : public Replier, public std::enable_shared_from_this<DnsW
   asio::io_context& io_;
   const runtime::Config& cfg_;
   std::vector<asio::ip::udp::socket> udp_;
-  std::vector<asio::ip::tcp::acceptor> tcp_;
-  runtime::SpareDescriptor spare_;  // one client refused (closed) when out of descriptors
+  std::vector<asio::ip::tcp::socket> tcp_;  // listening (runtime::listen_tcp)
+  runtime::SpareDescriptor spare_;          // one client refused (closed) when out of descriptors
   std::unordered_map<TcpConn*, std::weak_ptr<TcpConn>> conns_;  // open TCP clients
   bool stopped_ = false;
   // UDP datagrams move kUdpBatch at a time: one recvmmsg() in, one sendmmsg() out.

@@ -1,7 +1,7 @@
 #include "vibepit/proxy/relay.hpp"
 
 #include "vibepit/proxy/join.hpp"
-#include "vibepit/runtime/edge_wait.hpp"
+#include "vibepit/runtime/reactor.hpp"
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -66,7 +66,7 @@ asio::awaitable<void> yield_now() {
 // The sockets are O_NONBLOCK (Asio sets that on their first asynchronous operation), so the
 // pumps call recv/send/splice directly and only wait when the socket is likely empty.
 // After EAGAIN the kernel signals a fresh edge for anything new, and async_wait_edge()
-// waits for it without a system call (runtime/edge_wait.hpp). Elsewhere (a pump's start, a
+// waits for it without a system call (runtime/reactor.hpp). Elsewhere (a pump's start, a
 // short read that may have stopped at a FIN) async_wait() re-arms the descriptor
 // (EPOLL_CTL_MOD), which reports at once what is already there.
 asio::awaitable<bool> wait_edge(tcp::socket& s, runtime::Edge edge) {
@@ -127,6 +127,11 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
   }
 }
 
+// How a pump knows its source is empty before it reads: not at all (read first), likely (a
+// short read, or nothing read yet: wait, re-arming), surely (EAGAIN, or a fresh socket never
+// read: wait for the next edge).
+enum class Empty { no, likely, surely };
+
 // Copy through a per-thread scratch buffer: a pump holds no memory of its own unless the
 // receiver is slower than the sender, and then only for the bytes it could not take.
 // With `upgrade`, a read that fills the buffer means bulk transfer: hand over to splice.
@@ -137,10 +142,9 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
 // EAGAIN is saved. After an EAGAIN the wait needs no re-arm.
 asio::awaitable<Outcome> copy_pump(tcp::socket& from, tcp::socket& to,
                                    const std::function<void()>& on_activity, std::uint64_t& counter,
-                                   bool upgrade) {
+                                   bool upgrade, Empty empty) {
   thread_local char scratch[kBufferSize];
   int burst = kBurst;
-  enum class Empty { no, likely, surely } empty = Empty::likely;
   for (;;) {
     if (empty != Empty::no) {
       const bool ok = empty == Empty::surely ? co_await wait_edge(from, runtime::Edge::read)
@@ -195,14 +199,14 @@ asio::awaitable<Outcome> copy_pump(tcp::socket& from, tcp::socket& to,
 // saves a syscall. Both receive queues are drained by then, so the close sends FIN, not RST.
 asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, bool use_splice,
                            const std::function<void()>& on_activity, std::uint64_t& counter,
-                           bool& spliced, bool& other_eof) {
+                           bool& spliced, bool& other_eof, Empty at_start) {
   // Short exchanges (handshakes, requests) cost fewer syscalls as plain copies; splice pays
   // off once a direction streams, which a full read shows.
-  Outcome out = co_await copy_pump(from, to, on_activity, counter, use_splice);
+  Outcome out = co_await copy_pump(from, to, on_activity, counter, use_splice, at_start);
   if (out == Outcome::bulk) {
     out = co_await splice_pump(from, to, on_activity, counter);
     if (out == Outcome::splice_refused) {
-      out = co_await copy_pump(from, to, on_activity, counter, false);
+      out = co_await copy_pump(from, to, on_activity, counter, false, Empty::likely);
     } else {
       spliced = true;
     }
@@ -229,8 +233,11 @@ asio::awaitable<void> relay(tcp::socket& client, tcp::socket& upstream, bool use
   if (!client.native_non_blocking()) client.native_non_blocking(true, ignored);
   if (!upstream.native_non_blocking()) upstream.native_non_blocking(true, ignored);
   bool spliced_up = false, spliced_down = false, one_eof = false;
-  co_await both(pump(client, upstream, use_splice, on_activity, stats.up, spliced_up, one_eof),
-                pump(upstream, client, use_splice, on_activity, stats.down, spliced_down, one_eof));
+  // The client's head was read (a short read, so re-arm); the upstream was never read.
+  co_await both(
+      pump(client, upstream, use_splice, on_activity, stats.up, spliced_up, one_eof, Empty::likely),
+      pump(upstream, client, use_splice, on_activity, stats.down, spliced_down, one_eof,
+           Empty::surely));
   stats.spliced = spliced_up || spliced_down;
 }
 

@@ -5,13 +5,13 @@
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/executor_work_guard.hpp>
-#include <asio/ip/v6_only.hpp>
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
 
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/session.hpp"
+#include "vibepit/runtime/reactor.hpp"
 
 namespace vibepit::proxy {
 namespace {
@@ -40,10 +40,8 @@ Worker::Worker(const runtime::Config& cfg, policy::SnapshotStore& store,
   lookup_ = [this](std::string host) {
     return resolver_.async_resolve(std::move(host), asio::use_awaitable);
   };
-  connect_ = [](tcp::socket& socket, tcp::endpoint to) -> asio::awaitable<asio::error_code> {
-    asio::error_code ec;
-    co_await socket.async_connect(to, asio::redirect_error(asio::use_awaitable, ec));
-    co_return ec;
+  connect_ = [](tcp::socket& socket, tcp::endpoint to) {
+    return runtime::connect_fresh(socket, to);
   };
 }
 
@@ -55,24 +53,17 @@ void Worker::set_outside(LookupFn lookup, ConnectFn connect) {
 }
 
 tcp::endpoint Worker::listen(const tcp::endpoint& want) {
-  tcp::acceptor a(io_);
-  a.open(want.protocol());
-  a.set_option(tcp::acceptor::reuse_address(true));
-  int one = 1;
-  ::setsockopt(a.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-  if (want.address().is_v6()) a.set_option(asio::ip::v6_only(true));
-  // Accepted sockets inherit TCP_NODELAY from the listener on Linux: one setsockopt here
-  // instead of one per connection.
-  a.set_option(tcp::no_delay(true));
-  a.bind(want);
-  a.listen(asio::socket_base::max_listen_connections);
-  auto bound = a.local_endpoint();
-  acceptors_.push_back(std::move(a));
+  // SO_REUSEPORT: every worker has its own accept queue on one port. Accepted sockets
+  // inherit TCP_NODELAY from the listener on Linux: one setsockopt here instead of one per
+  // connection.
+  auto s = runtime::listen_tcp(io_, want, {.reuse_port = true, .no_delay = true});
+  auto bound = s.local_endpoint();
+  listeners_.push_back(std::move(s));
   return bound;
 }
 
 void Worker::run() {
-  for (auto& a : acceptors_) {
+  for (auto& a : listeners_) {
     runtime::AcceptPolicy policy;
     policy.what = "proxy";
     policy.spare = &spare_;
@@ -113,7 +104,7 @@ void Worker::leave(Session* s) {
 void Worker::drain() {
   asio::post(io_, [this] {
     draining_ = true;
-    for (auto& a : acceptors_) {
+    for (auto& a : listeners_) {
       asio::error_code ignored;
       a.close(ignored);
     }

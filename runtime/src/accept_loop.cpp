@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
+#include <asio/detail/throw_error.hpp>
+#include <asio/ip/v6_only.hpp>
 
 namespace vibepit::runtime {
 namespace {
@@ -39,10 +41,52 @@ void SpareDescriptor::refuse_one(int listener, std::string_view refusal) {
   fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-void on_accept_error(asio::ip::tcp::acceptor& acceptor, const asio::error_code& ec,
+asio::ip::tcp::socket listen_tcp(asio::io_context& io, const asio::ip::tcp::endpoint& at,
+                                 const ListenOptions& options) {
+  using asio::ip::tcp;
+  tcp::socket s(io, at.protocol());
+  s.set_option(tcp::socket::reuse_address(true));
+  if (options.reuse_port) {
+    int one = 1;
+    if (::setsockopt(s.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+      asio::detail::throw_error(asio::error_code(errno, asio::error::get_system_category()),
+                                "setsockopt SO_REUSEPORT");
+    }
+  }
+  if (at.address().is_v6()) s.set_option(asio::ip::v6_only(true));
+  if (options.no_delay) s.set_option(tcp::no_delay(true));
+  s.bind(at);
+  if (::listen(s.native_handle(), options.backlog) != 0) {
+    asio::detail::throw_error(asio::error_code(errno, asio::error::get_system_category()),
+                              "listen");
+  }
+  s.non_blocking(true);  // accept4 on it must never block
+  return s;
+}
+
+void accept_fresh(asio::ip::tcp::socket& listener, asio::ip::tcp::socket& client,
+                  asio::ip::tcp::endpoint& peer, asio::error_code& ec) {
+  for (;;) {
+    socklen_t len = static_cast<socklen_t>(peer.capacity());
+    const int fd =
+        ::accept4(listener.native_handle(), peer.data(), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      peer.resize(len);
+      adopt_fresh(client, peer.protocol(), fd, ec);
+      return;
+    }
+    // A client that gave up while queued, or a signal: take the next one.
+    if (errno == ECONNABORTED || errno == EINTR) continue;
+    ec =
+        asio::error_code(errno == EWOULDBLOCK ? EAGAIN : errno, asio::error::get_system_category());
+    return;
+  }
+}
+
+void on_accept_error(asio::ip::tcp::socket& listener, const asio::error_code& ec,
                      const AcceptPolicy& policy) {
   if (out_of_descriptors(ec)) {
-    if (policy.spare != nullptr) policy.spare->refuse_one(acceptor.native_handle(), policy.refusal);
+    if (policy.spare != nullptr) policy.spare->refuse_one(listener.native_handle(), policy.refusal);
     spdlog::warn("{}: accept: {} (backing off {} ms)", policy.what, ec.message(),
                  kAcceptBackoff.count());
   } else {

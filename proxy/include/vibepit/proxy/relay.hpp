@@ -17,9 +17,10 @@ struct RelayStats {
   bool spliced = false;    // at least one direction used splice
 };
 
-// Relay until both directions finished or either side failed. `on_activity` is called
-// whenever bytes move (the caller's idle deadline). Neither socket needs a buffer while
-// the tunnel is idle: pumps wait for readiness first.
+// Relay until both directions finished or either side failed. `upstream` has not been read
+// from (as after Worker's connect): its pump's first wait is for the next edge. `on_activity` is
+// called whenever bytes move (the caller's idle deadline). Neither socket needs a buffer while the
+// tunnel is idle: pumps wait for readiness first.
 asio::awaitable<void> relay(asio::ip::tcp::socket& client, asio::ip::tcp::socket& upstream,
                             bool use_splice, const std::function<void()>& on_activity,
                             RelayStats& stats);

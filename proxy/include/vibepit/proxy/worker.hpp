@@ -98,7 +98,7 @@ class Worker {
   runtime::FoldingLog log_;  // deny records past decision-log-per-client are folded
   LookupFn lookup_;          // resolver_.async_resolve
   ConnectFn connect_;        // socket.async_connect
-  std::vector<asio::ip::tcp::acceptor> acceptors_;
+  std::vector<asio::ip::tcp::socket> listeners_;  // runtime::listen_tcp
   runtime::SpareDescriptor spare_;  // released to accept-and-refuse when out of descriptors
 };
 

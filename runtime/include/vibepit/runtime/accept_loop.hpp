@@ -2,6 +2,12 @@
 // One accept loop for every listener of the appliance: the proxy, DNS over TCP and the
 // control API.
 //
+// The listener is a tcp::socket put into the listening state (listen_tcp), not Asio's
+// acceptor: the loop accepts with accept4() itself, so each client's socket is made
+// non-blocking and close-on-exec by the kernel and handed to Asio as such (adopt_fresh in
+// reactor.hpp: no ioctl per client, no EPOLL_CTL_DEL when it closes), and it waits for the
+// next client with async_wait_edge(), which needs a socket (no re-arm per wait).
+//
 // A failing accept never spins. When the process is out of descriptors (EMFILE, ENFILE,
 // ENOBUFS, ENOMEM) the listener's spare descriptor, if it keeps one, is released to take
 // one pending client off the queue and tell it why; then, after any failure, the loop
@@ -12,11 +18,15 @@
 #include <string_view>
 
 #include <asio/awaitable.hpp>
+#include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
+
+#include "vibepit/runtime/reactor.hpp"
 
 namespace vibepit::runtime {
 
@@ -48,31 +58,65 @@ struct AcceptPolicy {
   std::shared_ptr<const bool> alive;
 };
 
+struct ListenOptions {
+  bool reuse_port = false;  // SO_REUSEPORT: one listener per worker on one port
+  bool no_delay = false;    // TCP_NODELAY, inherited by every accepted socket (Linux)
+  int backlog = asio::socket_base::max_listen_connections;
+};
+
+// A non-blocking listening socket bound to `at` (port 0: the kernel picks). Throws
+// asio::system_error, naming the failing step, if it cannot listen.
+asio::ip::tcp::socket listen_tcp(asio::io_context& io, const asio::ip::tcp::endpoint& at,
+                                 const ListenOptions& options);
+
+// One accept4() on `listener`: the client's descriptor goes to `client` (adopt_fresh) and
+// its address to `peer`. would_block when no client is waiting.
+void accept_fresh(asio::ip::tcp::socket& listener, asio::ip::tcp::socket& client,
+                  asio::ip::tcp::endpoint& peer, asio::error_code& ec);
+
 // Logs a failed accept and, when descriptors ran out, refuses one client with the spare.
-void on_accept_error(asio::ip::tcp::acceptor& acceptor, const asio::error_code& ec,
+void on_accept_error(asio::ip::tcp::socket& listener, const asio::error_code& ec,
                      const AcceptPolicy& policy);
 
-// Accepts until the acceptor closes. `on_accept(socket, peer)` takes each client; it returns
+// Clients accepted in a row before the loop lets the thread's other work run.
+inline constexpr int kAcceptBurst = 16;
+
+// Accepts until the listener closes. `on_accept(socket, peer)` takes each client; it returns
 // false to end the loop (its owner is going away).
 template <class OnAccept>
-asio::awaitable<void> accept_loop(asio::ip::tcp::acceptor& acceptor, AcceptPolicy policy,
+asio::awaitable<void> accept_loop(asio::ip::tcp::socket& listener, AcceptPolicy policy,
                                   OnAccept on_accept) {
   asio::error_code ec;
   auto tok = asio::redirect_error(asio::use_awaitable, ec);
-  asio::steady_timer backoff(co_await asio::this_coro::executor);
+  auto ex = co_await asio::this_coro::executor;
+  asio::steady_timer backoff(ex);
+  auto gone = [&] { return (policy.alive && !*policy.alive) || !listener.is_open(); };
+  int burst = 0;
   for (;;) {
-    asio::ip::tcp::socket sock(acceptor.get_executor());
+    asio::ip::tcp::socket client(listener.get_executor());
     asio::ip::tcp::endpoint peer;  // from accept itself: no getpeername() per connection
-    co_await acceptor.async_accept(sock, peer, tok);
-    if (ec == asio::error::operation_aborted || (policy.alive && !*policy.alive)) co_return;
-    if (!acceptor.is_open()) co_return;
-    if (ec) {
-      on_accept_error(acceptor, ec, policy);
-      backoff.expires_after(kAcceptBackoff);
-      co_await backoff.async_wait(tok);
+    accept_fresh(listener, client, peer, ec);
+    if (ec == asio::error::would_block) {
+      // Empty: the next client raises an edge on the listener.
+      co_await async_wait_edge(listener, Edge::read, tok);
+      if (ec == asio::error::operation_aborted || gone()) co_return;
+      burst = 0;
       continue;
     }
-    if (!on_accept(std::move(sock), peer)) co_return;
+    if (gone()) co_return;
+    if (ec) {
+      on_accept_error(listener, ec, policy);
+      backoff.expires_after(kAcceptBackoff);
+      co_await backoff.async_wait(tok);
+      if (gone()) co_return;
+      continue;
+    }
+    if (!on_accept(std::move(client), peer)) co_return;
+    if (++burst == kAcceptBurst) {
+      co_await asio::post(ex, asio::use_awaitable);
+      if (gone()) co_return;
+      burst = 0;
+    }
   }
 }
 

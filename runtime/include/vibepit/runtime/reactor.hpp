@@ -1,5 +1,9 @@
 #pragma once
-// Waiting for a socket's next readiness edge without a system call.
+// The two places where vibepit works below Asio's public interface, with its epoll reactor
+// (Asio 1.22, asio::detail; the checks below pin the version and the back end). Both save
+// system calls on every connection and change nothing else.
+//
+// 1. async_wait_edge(): waiting for a socket's next readiness edge without a system call.
 //
 // The relay pumps (and the DNS server's UDP loop) do their own non-blocking recv, send and
 // splice, and only need Asio to say when to try again. Asio's socket::async_wait() costs an
@@ -28,8 +32,15 @@
 // and the DNS server's workers each run their own). Closing the socket completes a pending
 // wait with operation_aborted. It does not take part in per-operation cancellation.
 //
-// This reaches into Asio's reactor (asio::detail), which is not Asio's public interface:
-// the checks below pin the version and the back end it was written against.
+// 2. adopt_fresh(): a socket made by accept4() or socket() with SOCK_NONBLOCK|SOCK_CLOEXEC,
+// handed to Asio with what Asio cannot find out for itself (and a first wait on it is for
+// its first edge). Asio's own accept and open
+// make blocking descriptors, and its first operation on each costs an ioctl(FIONBIO); and
+// any descriptor that comes in through assign() (as its accept does) may be a dup(), so
+// closing it costs an epoll_ctl(EPOLL_CTL_DEL). A descriptor we just made is neither: it is
+// non-blocking, and closing it, the only reference, takes it out of epoll with no call.
+#include <unistd.h>
+
 #include <cstddef>
 #include <memory>
 #include <new>
@@ -37,6 +48,7 @@
 #include <utility>
 
 #include <asio/async_result.hpp>
+#include <asio/awaitable.hpp>
 #include <asio/basic_socket.hpp>
 #include <asio/detail/bind_handler.hpp>
 #include <asio/detail/fenced_block.hpp>
@@ -44,23 +56,25 @@
 #include <asio/detail/handler_work.hpp>
 #include <asio/detail/reactor.hpp>
 #include <asio/detail/reactor_op.hpp>
+#include <asio/detail/socket_ops.hpp>
 #include <asio/error_code.hpp>
 #include <asio/execution/context.hpp>
+#include <asio/ip/tcp.hpp>
 #include <asio/query.hpp>
 #include <asio/version.hpp>
 
 #if !defined(ASIO_HAS_EPOLL) || defined(ASIO_HAS_IO_URING_AS_DEFAULT)
-#error "edge_wait.hpp needs Asio's epoll reactor"
+#error "reactor.hpp needs Asio's epoll reactor"
 #endif
 static_assert(ASIO_VERSION >= 102200 && ASIO_VERSION < 102300,
-              "edge_wait.hpp was written against Asio 1.22's reactor; check "
+              "reactor.hpp was written against Asio 1.22's reactor; check "
               "epoll_reactor::start_op and descriptor_state::perform_io before changing this");
 
 namespace vibepit::runtime {
 
 enum class Edge { read, write };
 
-namespace edge_detail {
+namespace reactor_detail {
 
 // The socket's descriptor and its reactor registration. basic_socket keeps them in a
 // protected member; a pointer to it, formed in a derived class, reads it from any socket.
@@ -130,14 +144,48 @@ struct Initiate {
   }
 };
 
-}  // namespace edge_detail
+}  // namespace reactor_detail
 
 // Complete when `socket` next becomes readable (or writable), as described above.
 // Completion signature: void(asio::error_code).
 template <class Socket, class Token>
 auto async_wait_edge(Socket& socket, Edge edge, Token&& token) {
   return asio::async_initiate<Token, void(asio::error_code)>(
-      edge_detail::Initiate<Socket>{&socket, edge}, token);
+      reactor_detail::Initiate<Socket>{&socket, edge}, token);
 }
+
+// Give `socket` (closed) the descriptor `fd`, made by accept4() or socket() with
+// SOCK_NONBLOCK and SOCK_CLOEXEC by the caller: registered with the reactor like any other,
+// known to be non-blocking, and known to be no duplicate. On error `fd` is closed.
+template <class Socket>
+void adopt_fresh(Socket& socket, const typename Socket::protocol_type& protocol, int fd,
+                 asio::error_code& ec) {
+  socket.assign(protocol, fd, ec);
+  if (ec) {
+    ::close(fd);
+    return;
+  }
+  auto& impl = reactor_detail::Internals<Socket>::of(socket);
+  impl.state_ |= asio::detail::socket_ops::internal_non_blocking;
+  impl.state_ &= ~asio::detail::socket_ops::possible_dup;
+  // The reactor starts every registration as if an edge had come (it cannot know better),
+  // so a first async_wait_edge() for reading would complete at once for nothing. Here it
+  // can know: EPOLL_CTL_ADD, moments ago, reported whatever was already there to read as
+  // an event still to come. Consume the assumed edge with a no-op wait, so that a first
+  // read wait on a fresh socket sleeps until something happens (and a first Asio read on
+  // it waits for the event instead of trying a recv that would say EAGAIN). Not for
+  // writing: a new socket has room, and Asio's first write should just write (without
+  // the assumed edge it would first add EPOLLOUT to the registration and wait for it).
+  async_wait_edge(socket, Edge::read, [](const asio::error_code&) {});
+}
+
+// Connect `socket` (closed) to `to` on a fresh descriptor (socket() with SOCK_NONBLOCK and
+// SOCK_CLOEXEC, adopt_fresh): connect(), one re-arming wait for writability, and
+// getsockopt(SO_ERROR) for the result, where Asio's async_connect() adds an ioctl(FIONBIO)
+// and a poll(). Closing the socket meanwhile ends it with operation_aborted; a failed
+// connect leaves the socket open for the caller to close. `to` by value: the coroutine
+// starts later.
+asio::awaitable<asio::error_code> connect_fresh(asio::ip::tcp::socket& socket,
+                                                asio::ip::tcp::endpoint to);
 
 }  // namespace vibepit::runtime
