@@ -134,7 +134,8 @@ fi
 if [ -z "$quick" ] && build_or_fail tsan; then
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest tsan build-tsan "${e2e_filter[@]}"
 fi
-if [ -z "$quick" ] && build_or_fail fuzz; then run_ctest fuzz build-fuzz -L fuzz; fi
+# The fuzz targets each run for a fixed time on one core: two at once on two cores.
+if [ -z "$quick" ] && build_or_fail fuzz; then run_ctest fuzz build-fuzz -L fuzz -j "$(nproc)"; fi
 
 echo
 [ -z "$summary_e2e" ] || summary+=("$summary_e2e")
