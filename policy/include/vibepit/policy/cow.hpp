@@ -30,12 +30,17 @@ struct HashedName {
 };
 // Lets the maps be probed with a string_view or a HashedName, so a lookup never builds a
 // std::string and hashes the name once.
+//
+// Not noexcept, on purpose: libstdc++'s unordered_map keeps each node's hash beside it only
+// for a hasher that is "slow" or may throw (std::hash<std::string> is marked slow; a hasher
+// of ours counts as fast). Without the kept hash a probe that walks a bucket hashes every
+// name it passes, to find where the bucket ends, and reads each one's characters to compare
+// it; with it, a probe compares two numbers per node and reads a name only when they match.
+// At 100 000 rules, where those names are not in the cache, that is most of a miss's cost.
 struct NameHash {
   using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept {
-    return std::hash<std::string_view>{}(s);
-  }
-  std::size_t operator()(const HashedName& k) const noexcept { return k.hash; }
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  std::size_t operator()(const HashedName& k) const { return k.hash; }
 };
 struct NameEq {
   using is_transparent = void;
