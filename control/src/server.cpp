@@ -85,7 +85,7 @@ struct ControlServer::Impl {
   std::size_t active = 0;  // control thread only
   runtime::TokenBucket bucket{static_cast<double>(opts.burst), clock::now()};
   asio::io_context io{1};
-  std::vector<tcp::socket> acceptors;  // listening (runtime::listen_tcp)
+  std::vector<tcp::socket> listeners;  // runtime::listen_tcp
 };
 
 bool ControlServer::Impl::take_client(tcp::socket sock) {
@@ -228,13 +228,13 @@ std::vector<tcp::endpoint> ControlServer::listen() {
   for (const auto& ep : impl_->opts.listen) {
     auto acc = runtime::listen_tcp(impl_->io, ep, {.backlog = 64});
     bound.push_back(acc.local_endpoint());
-    impl_->acceptors.push_back(std::move(acc));
+    impl_->listeners.push_back(std::move(acc));
   }
   return bound;
 }
 
 void ControlServer::start() {
-  for (auto& acc : impl_->acceptors) {
+  for (auto& acc : impl_->listeners) {
     asio::co_spawn(impl_->io,
                    runtime::accept_loop(acc, runtime::AcceptPolicy{"control", nullptr, {}, nullptr},
                                         [impl = impl_.get()](tcp::socket s, const tcp::endpoint&) {
@@ -248,7 +248,7 @@ void ControlServer::start() {
 void ControlServer::stop() {
   if (!thread_.joinable()) return;
   asio::post(impl_->io, [this] {
-    for (auto& acc : impl_->acceptors) {
+    for (auto& acc : impl_->listeners) {
       asio::error_code ignored;
       acc.close(ignored);
     }

@@ -14,6 +14,7 @@
 
 #include "dns_worker.hpp"
 
+#include "vibepit/runtime/accept_loop.hpp"
 #include "vibepit/runtime/reactor.hpp"
 
 namespace vibepit::dns {
@@ -21,12 +22,6 @@ namespace {
 
 using asio::ip::tcp;
 using asio::ip::udp;
-
-void reuse_port(int fd) {
-  int one = 1;
-  // Every thread has its own socket on the same port: the kernel spreads the clients.
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-}
 
 }  // namespace
 
@@ -155,7 +150,7 @@ udp::endpoint DnsWorker::bind(const udp::endpoint& ep) {
   udp::socket u(io_);
   u.open(ep.protocol());
   u.set_option(udp::socket::reuse_address(true));
-  reuse_port(u.native_handle());
+  runtime::set_reuse_port(u.native_handle());  // a refusal shows as the bind clashing
   if (ep.address().is_v6()) u.set_option(asio::ip::v6_only(true));
   u.bind(ep);
   auto bound = u.local_endpoint();

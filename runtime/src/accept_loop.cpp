@@ -41,17 +41,19 @@ void SpareDescriptor::refuse_one(int listener, std::string_view refusal) {
   fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
+asio::error_code set_reuse_port(int fd) {
+  int one = 1;
+  if (::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) == 0) return {};
+  return asio::error_code(errno, asio::error::get_system_category());
+}
+
 asio::ip::tcp::socket listen_tcp(asio::io_context& io, const asio::ip::tcp::endpoint& at,
                                  const ListenOptions& options) {
   using asio::ip::tcp;
   tcp::socket s(io, at.protocol());
   s.set_option(tcp::socket::reuse_address(true));
   if (options.reuse_port) {
-    int one = 1;
-    if (::setsockopt(s.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
-      asio::detail::throw_error(asio::error_code(errno, asio::error::get_system_category()),
-                                "setsockopt SO_REUSEPORT");
-    }
+    asio::detail::throw_error(set_reuse_port(s.native_handle()), "setsockopt SO_REUSEPORT");
   }
   if (at.address().is_v6()) s.set_option(asio::ip::v6_only(true));
   if (options.no_delay) s.set_option(tcp::no_delay(true));

@@ -64,6 +64,10 @@ struct ListenOptions {
   int backlog = asio::socket_base::max_listen_connections;
 };
 
+// SO_REUSEPORT on `fd`: every thread has its own socket on one port, and the kernel spreads
+// the clients (or datagrams) over them. The error, if the kernel refuses.
+asio::error_code set_reuse_port(int fd);
+
 // A non-blocking listening socket bound to `at` (port 0: the kernel picks). Throws
 // asio::system_error, naming the failing step, if it cannot listen.
 asio::ip::tcp::socket listen_tcp(asio::io_context& io, const asio::ip::tcp::endpoint& at,
