@@ -28,6 +28,7 @@ import os
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -343,61 +344,137 @@ def cost_fields(topo, res, key, runs, units_of):
     res[key + "_softirq"] = median(c[1] for c in costs)
 
 
-def measure(topo, col, duration, repeat, fixed_tunnels, fixed_requests):
-    """The data-path figures through `col`, each the median of `repeat` runs (the spread is
-    kept next to it), with CPU-seconds per unit; then latency and CPU at a fixed offered load."""
-    res = {}
-    runs = [metered(topo, col, ["connect-throughput", "--proxy", col.proxy, "--target", col.target("source"),
-                                "--streams", "4", "--duration", str(duration), "--direction", "down"],
-                    duration + 60)
-            for _ in range(repeat)]
-    t = median_run(runs, lambda r: r["results"]["gbit_per_s"])
-    res["throughput_gbit"] = t["results"]["gbit_per_s"]
-    res["throughput_runs"] = [r["results"]["gbit_per_s"] for r in runs]
-    cost_fields(topo, res, "throughput", runs, lambda r: r["results"]["bytes"] / 1e9)   # per GB
+# The data-path workloads, in the order each round runs them. Each is one vibepit-bench run.
+WORKLOADS = ("throughput", "rate", "http", "fixed_rate", "fixed_http")
 
+
+def workload_args(col, duration, fixed_tunnels, fixed_requests):
+    """workload -> vibepit-bench arguments for one run through `col` (fixed loads at 0 are left out)."""
     rate_args = ["connect-rate", "--proxy", col.proxy, "--target", col.target("echo"),
                  "--concurrency", "32", "--duration", str(duration), "--max", "2000000", "--linger0"]
-    runs = [metered(topo, col, rate_args, duration + 60) for _ in range(repeat)]
-    r = median_run(runs, lambda x: x["results"]["tunnels_per_s"])
-    res["rate_per_s"] = r["results"]["tunnels_per_s"]
-    res["rate_runs"] = [x["results"]["tunnels_per_s"] for x in runs]
-    res["rate_p50_us"] = r["results"]["latency_us"].get("p50_us")
-    res["rate_p99_us"] = r["results"]["latency_us"].get("p99_us")
-    res["rate_errors"] = sum(x["errors"]["total"] for x in runs)
-    cost_fields(topo, res, "rate", runs, lambda x: x["results"]["tunnels"] / 1e3)   # per 1 000
-
     http_args = ["http-rps", "--proxy", col.proxy, "--url", "http://%s/" % col.target("http"),
                  "--connections", "32", "--duration", str(duration), "--max", "5000000"]
-    runs = [metered(topo, col, http_args, duration + 60) for _ in range(repeat)]
-    h = median_run(runs, lambda x: x["results"]["requests_per_s"])
-    res["http_rps"] = h["results"]["requests_per_s"]
-    res["http_runs"] = [x["results"]["requests_per_s"] for x in runs]
-    res["http_p99_us"] = h["results"]["latency_us"].get("p99_us")
-    res["http_errors"] = sum(x["errors"]["total"] for x in runs)
-    cost_fields(topo, res, "http", runs, lambda x: x["results"]["requests"] / 1e3)   # per 1 000
-
+    out = {"throughput": ["connect-throughput", "--proxy", col.proxy, "--target", col.target("source"),
+                          "--streams", "4", "--duration", str(duration), "--direction", "down"],
+           "rate": rate_args, "http": http_args}
     # At a fixed offered load below every system's saturation: what an operator running many
     # sessions on one host pays (cores busy) and what a client waits (p50/p99).
-    for key, args, rate, count in (("fixed_rate", rate_args, fixed_tunnels, "tunnels"),
-                                   ("fixed_http", http_args, fixed_requests, "requests")):
-        if not rate:
-            continue
-        runs = [metered(topo, col, args + ["--rate", str(rate)], duration + 60) for _ in range(repeat)]
+    if fixed_tunnels:
+        out["fixed_rate"] = rate_args + ["--rate", str(fixed_tunnels)]
+    if fixed_requests:
+        out["fixed_http"] = http_args + ["--rate", str(fixed_requests)]
+    return out
+
+
+# Work units of each saturating workload's cost: per GB, per 1 000 tunnels, per 1 000 requests.
+UNITS = {"throughput": lambda r: r["results"]["bytes"] / 1e9,
+         "rate": lambda r: r["results"]["tunnels"] / 1e3,
+         "http": lambda r: r["results"]["requests"] / 1e3}
+
+
+def run_cost(topo, workload, run):
+    """One run's CPU-seconds per unit, process and softirq together (the targets' measure)."""
+    process, softirq = unit_cost(topo, run, UNITS[workload](run))
+    return None if process is None else process + (softirq or 0.0)
+
+
+def summarize(topo, workload, runs):
+    """The figures of one workload through one system from all its runs: the median, with
+    every run's rate kept beside it, and the CPU-seconds per unit."""
+    res = {}
+    if workload == "throughput":
+        t = median_run(runs, lambda r: r["results"]["gbit_per_s"])
+        res["throughput_gbit"] = t["results"]["gbit_per_s"]
+        res["throughput_runs"] = [r["results"]["gbit_per_s"] for r in runs]
+    elif workload == "rate":
+        r = median_run(runs, lambda x: x["results"]["tunnels_per_s"])
+        res["rate_per_s"] = r["results"]["tunnels_per_s"]
+        res["rate_runs"] = [x["results"]["tunnels_per_s"] for x in runs]
+        res["rate_p50_us"] = r["results"]["latency_us"].get("p50_us")
+        res["rate_p99_us"] = r["results"]["latency_us"].get("p99_us")
+        res["rate_errors"] = sum(x["errors"]["total"] for x in runs)
+    elif workload == "http":
+        h = median_run(runs, lambda x: x["results"]["requests_per_s"])
+        res["http_rps"] = h["results"]["requests_per_s"]
+        res["http_runs"] = [x["results"]["requests_per_s"] for x in runs]
+        res["http_p99_us"] = h["results"]["latency_us"].get("p99_us")
+        res["http_errors"] = sum(x["errors"]["total"] for x in runs)
+    else:
+        count = "tunnels" if workload == "fixed_rate" else "requests"
         m = median_run(runs, lambda x: x["results"]["latency_us"].get("p99_us") or 0)
         sut = topo.cpus["sut"] if topo.cpus else None
-        res[key] = {
-            "offered_per_s": rate,
+        res[workload] = {
+            "offered_per_s": m["offered_per_s"],
             "achieved_per_s": m["results"][count] / m["results"]["elapsed_s"],
             "p50_us": m["results"]["latency_us"].get("p50_us"),
             "p99_us": m["results"]["latency_us"].get("p99_us"),
+            "p99_runs": [x["results"]["latency_us"].get("p99_us") for x in runs],
             "cores": median(x["cpu"]["process_s"] / x["cpu"]["wall_s"]
                             if x["cpu"]["process_s"] is not None else None for x in runs),
             "softirq_cores": median(x["cpu"]["softirq_s"].get(sut, 0.0) / x["cpu"]["wall_s"]
                                     for x in runs) if sut is not None else None,
             "errors": sum(x["errors"]["total"] for x in runs),
         }
+    if workload in UNITS:
+        cost_fields(topo, res, workload, runs, UNITS[workload])
     return res
+
+
+def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed_requests):
+    """Every workload through every system, interleaved: each round runs each workload through
+    each system (`repeat` runs), in an order that rotates by one system per round, so that
+    the systems a target compares are measured seconds apart rather than minutes, and none is
+    always first. On a shared machine the rate of everything drifts by 10-25% over minutes;
+    this keeps the drift out of the ratios.
+
+    `systems` maps a name to its Column. Returns (name -> figures, name -> workload -> the
+    runs of each round). A system whose run fails is reported as None and left out of the
+    rounds that follow."""
+    names = list(systems)
+    args = {n: workload_args(systems[n], duration, fixed_tunnels, fixed_requests) for n in names}
+    runs = {n: {w: [] for w in args[n]} for n in names}
+    failed = {}
+    for rnd in range(rounds):
+        order = names[rnd % len(names):] + names[:rnd % len(names)]
+        for w in WORKLOADS:
+            for n in order:
+                if n in failed or w not in args[n]:
+                    continue
+                try:
+                    batch = [metered(topo, systems[n], args[n][w], duration + 60) for _ in range(repeat)]
+                except RuntimeError as e:
+                    print("compare: %s failed: %s" % (n, e), flush=True)
+                    failed[n] = str(e)
+                    continue
+                for run in batch:
+                    run["offered_per_s"] = {"fixed_rate": fixed_tunnels, "fixed_http": fixed_requests}.get(w)
+                runs[n][w].append(batch)
+        print("compare: round %d of %d done" % (rnd + 1, rounds), flush=True)
+    figures = {}
+    for n in names:
+        if n in failed:
+            figures[n] = None
+            continue
+        figures[n] = {}
+        for w, per_round in runs[n].items():
+            figures[n].update(summarize(topo, w, [r for batch in per_round for r in batch]))
+    return figures, runs
+
+
+def per_round(topo, runs):
+    """name -> workload -> one figure per round, the median of that round's runs: CPU-seconds
+    per unit (process and softirq) for a saturating workload, p99 µs for a fixed load. The
+    targets compare two systems round by round with these."""
+    out = {}
+    for name, workloads in runs.items():
+        out[name] = {}
+        for w, rounds in workloads.items():
+            if w in UNITS:
+                value = lambda r, w=w: run_cost(topo, w, r)
+            else:
+                value = lambda r: r["results"]["latency_us"].get("p99_us")
+            out[name][w] = [median(value(r) for r in batch) for batch in rounds]
+    return out
 
 
 def rss_kib(pid):
@@ -485,13 +562,6 @@ COLUMNS = [("none", "no proxy (ceiling)"), ("haproxy", "haproxy (relay floor)"),
            ("vibepit", "vibepit-proxy"), ("squid", "squid"), ("tinyproxy", "tinyproxy")]
 
 
-def total_cost(p, key):
-    """CPU-seconds per unit: the process tree's and its core's softirq time together."""
-    if not p or p.get(key + "_cpu") is None:
-        return None
-    return p[key + "_cpu"] + (p.get(key + "_softirq") or 0.0)
-
-
 def render(results, path):
     peers = results["peers"]
     cols = [(k, label) for k, label in COLUMNS if k in peers]
@@ -548,29 +618,49 @@ def render(results, path):
         verdict = "-" if ok is None else ("met" if ok else "**not met**")
         return "| %s | %s | %s | %s |" % (label, value, goal, verdict)
 
-    v, h, s = peers["vibepit"], peers.get("haproxy"), peers.get("squid")
     targets = []
 
-    def cost_target(label, key, other, other_name, factor):
-        a, b = total_cost(v, key), total_cost(other, key)
-        if a is None or b is None:
+    rounds = results.get("per_round", {})
+
+    def pairs(key, other):
+        """(vibepit, other) per round in which both completed `key`."""
+        a, b = rounds.get("vibepit", {}).get(key, []), rounds.get(other, {}).get(key, [])
+        return [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+
+    def spread(values, fmt):
+        return "" if len(values) < 2 else "; rounds %s–%s" % (fmt % min(values), fmt % max(values))
+
+    def cost_target(label, key, other, factor):
+        """vibepit's CPU per unit against `other`'s: the median of the per-round ratios."""
+        p = pairs(key, other)
+        if not p:
             return
-        targets.append(target(label + " vs " + other_name, "%.2f× (%.3f vs %.3f)" % (a / b, a, b),
-                              "≤ %s×" % factor, a <= factor * b))
-    cost_target("bulk CPU-s per GB", "throughput", h, "haproxy", 1.05)
-    cost_target("set-up CPU-s per 1 000 tunnels", "rate", h, "haproxy", 1.3)
-    cost_target("set-up CPU-s per 1 000 tunnels", "rate", s, "squid", 0.5)
-    if v.get("fixed_rate"):
-        p99 = v["fixed_rate"]["p99_us"]
-        if h and h.get("fixed_rate"):
-            targets.append(target("set-up p99 at %s tunnels/s vs haproxy" % ft,
-                                  "%s µs vs %s µs" % (p99, h["fixed_rate"]["p99_us"]),
-                                  "≤ haproxy's + 100 µs", p99 <= h["fixed_rate"]["p99_us"] + 100))
-        if s and s.get("fixed_rate"):
-            targets.append(target("set-up p99 at %s tunnels/s vs squid" % ft,
-                                  "%s µs vs %s µs" % (p99, s["fixed_rate"]["p99_us"]),
-                                  "below squid's", p99 < s["fixed_rate"]["p99_us"]))
-    cost_target("keep-alive CPU-s per 1 000 requests", "http", s, "squid", 0.3)
+        ratios = [x / y for x, y in p]
+        r = statistics.median(ratios)
+        targets.append(target("%s vs %s" % (label, other),
+                              "%.2f× (%.3f vs %.3f%s)" % (r, statistics.median(x for x, _ in p),
+                                                           statistics.median(y for _, y in p),
+                                                           spread(ratios, "%.2f×")),
+                              "≤ %s×" % factor, r <= factor))
+
+    def p99_target(other, goal, margin_us):
+        """vibepit's p99 at the fixed set-up load minus `other`'s, median over rounds."""
+        p = pairs("fixed_rate", other)
+        if not p:
+            return
+        diffs = [x - y for x, y in p]
+        d = statistics.median(diffs)
+        targets.append(target("set-up p99 at %s tunnels/s vs %s" % (ft, other),
+                              "%.0f vs %.0f µs, difference %+.0f µs%s" % (
+                                  statistics.median(x for x, _ in p), statistics.median(y for _, y in p), d,
+                                  spread(diffs, "%+.0f")),
+                              goal, d <= margin_us))
+    cost_target("bulk CPU-s per GB", "throughput", "haproxy", 1.05)
+    cost_target("set-up CPU-s per 1 000 tunnels", "rate", "haproxy", 1.3)
+    cost_target("set-up CPU-s per 1 000 tunnels", "rate", "squid", 0.5)
+    p99_target("haproxy", "≤ haproxy's + 100 µs", 100)
+    p99_target("squid", "below squid's", -1)
+    cost_target("keep-alive CPU-s per 1 000 requests", "http", "squid", 0.3)
     mem = results.get("idle_memory")
     if mem:
         targets.append(target("memory per idle tunnel (%d tunnels)" % mem["tunnels"],
@@ -587,9 +677,10 @@ def render(results, path):
     where = ("each system under test pinned to core %d, the load generator and servers to core %d" % (
         pin["sut"], pin["load"]) if pin else "not pinned")
     write_block(path, "compare", [
-        "Run: %s, %s, %d s per measurement, median of %d runs, vibepit-proxy threads=%s; %s." % (
-            results["when"], results["machine"], results["duration_s"], results["repeat"],
-            results["vibepit_threads"], where),
+        "Run: %s, %s, %d s per measurement, %d rounds of %d run(s) each, the systems interleaved "
+        "within each round; vibepit-proxy threads=%s; %s." % (
+            results["when"], results["machine"], results["duration_s"], results.get("rounds", 1),
+            results["repeat"], results["vibepit_threads"], where),
         "",
         "At saturation:",
         "",
@@ -604,7 +695,8 @@ def render(results, path):
         "",
     ] + loads + [
         "",
-        "Targets (CPU compared as process + softirq):",
+        "Targets (CPU compared as process + softirq; a ratio or difference is the median of "
+        "the per-round ones, their range beside it):",
         "",
         "| target | measured | goal | |",
         "|---|---|---|---|",
@@ -615,7 +707,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--duration", type=int, default=5, help="seconds per measurement")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds; each runs every workload through every system, interleaved. The "
+                         "figures are medians over all runs, the targets medians of per-round ratios")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each workload per system per round")
     ap.add_argument("--threads", type=int, default=1,
                     help="vibepit-proxy threads (0 = per core); 1 matches the one core it is pinned to")
     ap.add_argument("--idle-count", type=int, default=10000,
@@ -638,48 +733,50 @@ def main():
 
     results = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
-               "duration_s": args.duration, "repeat": args.repeat,
+               "duration_s": args.duration, "rounds": args.rounds, "repeat": args.repeat,
                "vibepit_threads": args.threads, "fixed_tunnels": args.fixed_tunnels,
                "fixed_requests": args.fixed_requests, "peers": {}}
     starters = {"haproxy": start_haproxy, "squid": start_squid, "tinyproxy": start_tinyproxy}
+    peers = [x for x in args.peers.split(",") if x]
+    for name in peers:
+        if name not in starters:
+            sys.exit("compare: no peer %r (the peers: %s)" % (name, ", ".join(starters)))
     fixed = (args.fixed_tunnels, args.fixed_requests)
     with BenchTopology(args.bin_dir, pin=not args.no_pin) as topo:
         results["pinning"] = topo.cpus
-        print("compare: no proxy (ceiling)", flush=True)
-        results["peers"]["none"] = measure(topo, no_proxy(), args.duration, args.repeat, *fixed)
-        print("  ", results["peers"]["none"], flush=True)
-
+        # Every system runs for the whole measurement, each on its own port, so that the rounds
+        # can interleave them; between its runs a system is idle.
+        systems, procs = {"none": no_proxy()}, {}
         p, addr = start_vibepit(topo, args.threads)
+        systems["vibepit"], procs["vibepit"] = via_proxy(addr, p.pid), p
         print("compare: vibepit-proxy", addr, flush=True)
-        rest = cpu.at_rest(p.pid, args.rest)
-        results["peers"]["vibepit"] = measure(topo, via_proxy(addr, p.pid), args.duration, args.repeat,
-                                              *fixed)
-        results["peers"]["vibepit"]["at_rest"] = rest
-        print("  ", results["peers"]["vibepit"], flush=True)
-        if args.idle_count:
+        for name in peers:
+            try:
+                p, col = starters[name](topo)
+            except RuntimeError as e:
+                print("compare: %s did not start: %s" % (name, e), flush=True)
+                results["peers"][name] = None
+                continue
+            systems[name], procs[name] = col, p
+            print("compare:", name, col.proxy, col.target("source"), flush=True)
+        rest = cpu.at_rest_all({n: p.pid for n, p in procs.items()}, args.rest)
+        figures, runs = measure_rounds(topo, systems, args.rounds, args.repeat, args.duration, *fixed)
+        for name, fig in figures.items():
+            if fig is not None and name in rest:
+                fig["at_rest"] = rest[name]
+            results["peers"][name] = fig
+            print("  ", name, fig, flush=True)
+        results["per_round"] = per_round(topo, {n: r for n, r in runs.items() if figures[n] is not None})
+        if args.idle_count and figures["vibepit"] is not None:
             # Each tunnel holds two of the proxy's descriptors; keep a margin for the rest.
             hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
             count = min(args.idle_count, (hard - 100) // 2)
             if count < args.idle_count:
                 print("compare: open-file hard limit %d caps idle tunnels at %d" % (hard, count))
-            results["idle_memory"] = idle_memory(topo, p, addr, count, 5)
+            results["idle_memory"] = idle_memory(topo, procs["vibepit"], addr, count, 5)
             results["idle_memory"]["nofile_hard_limit"] = hard
             print("   idle:", results["idle_memory"], flush=True)
-        topo.stop_process(p)
-
-        for name in [x for x in args.peers.split(",") if x]:
-            if name not in starters:
-                sys.exit("compare: no peer %r (the peers: %s)" % (name, ", ".join(starters)))
-            p, col = starters[name](topo)
-            print("compare:", name, col.proxy, col.target("source"), flush=True)
-            try:
-                rest = cpu.at_rest(col.pid, args.rest)
-                results["peers"][name] = measure(topo, col, args.duration, args.repeat, *fixed)
-                results["peers"][name]["at_rest"] = rest
-            except RuntimeError as e:
-                print("compare: %s failed: %s" % (name, e), flush=True)
-                results["peers"][name] = None
-            print("  ", results["peers"][name], flush=True)
+        for p in procs.values():
             topo.stop_process(p)
     results["matcher"] = matcher_ratio(args.bin_dir)
     print("compare: matcher", results["matcher"], flush=True)

@@ -25,6 +25,7 @@ import datetime
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -42,6 +43,9 @@ AUTH_ADDR = "198.51.100.53"
 LISTEN = compare.PROXY_ADDR
 ZONES = ["cached.test", "miss.test"]
 STREAMS = ["denied", "cached", "miss"]
+# Each server listens on its own port of LISTEN, so that all of them run through the whole
+# measurement and the rounds can interleave them.
+SERVER_PORTS = {"vibepit": 53, "dnsmasq": 5302, "unbound": 5303, "dnsdist": 5304}
 
 
 class DnsTopology(compare.BenchTopology):
@@ -56,13 +60,13 @@ class DnsTopology(compare.BenchTopology):
 
 # ------------------------------------------------------------------ the servers
 
-def wait_udp(topo, proc, log, timeout=20):
+def wait_udp(topo, proc, log, port=53, timeout=20):
     """Wait until the server answers a query for a cached name."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError("%s exited: %s" % (log, topo.read_log(log)[-2000:]))
-        r = topo.run(topo.sb, ["dig", "@" + LISTEN, "-p", "53", "+tries=1", "+time=1", "+short",
+        r = topo.run(topo.sb, ["dig", "@" + LISTEN, "-p", str(port), "+tries=1", "+time=1", "+short",
                                "c0.cached.test"], timeout=10)
         if r.returncode == 0 and b"198.51.100" in r.stdout:
             return
@@ -70,10 +74,10 @@ def wait_udp(topo, proc, log, timeout=20):
     raise RuntimeError("%s does not answer: %s" % (log, topo.read_log(log)[-2000:]))
 
 
-def start_vibepit(topo, threads, extra=()):
+def start_vibepit(topo, threads, extra=(), port=53):
     cfg = {
         "proxy-listen": [LISTEN + ":3130"],
-        "dns-listen": [LISTEN + ":53"],
+        "dns-listen": ["%s:%d" % (LISTEN, port)],
         "upstream-dns": [AUTH_ADDR],
         "allow-dns": ZONES + ["*." + z for z in ZONES],
         "decision-log": os.path.join(topo.tmp, "dns-decisions.ndjson"),
@@ -90,16 +94,16 @@ def start_vibepit(topo, threads, extra=()):
     return topo.popen(topo.px, [topo.bin("vibepit-proxy"), "--config", path], log="vibepit-dns")
 
 
-def start_dnsmasq(topo):
+def start_dnsmasq(topo, port=53):
     argv = ["dnsmasq", "--keep-in-foreground", "--no-resolv", "--no-hosts", "--no-poll",
-            "--listen-address=" + LISTEN, "--bind-interfaces", "--port=53", "--user=root",
+            "--listen-address=" + LISTEN, "--bind-interfaces", "--port=%d" % port, "--user=root",
             "--cache-size=10000", "--dns-forward-max=1000",
             "--pid-file=" + os.path.join(topo.tmp, "dnsmasq.pid")]
     argv += ["--server=/%s/%s" % (z, AUTH_ADDR) for z in ZONES]
     return topo.popen(topo.px, argv, log="dnsmasq")
 
 
-def start_unbound(topo, threads):
+def start_unbound(topo, threads, port=53):
     d = os.path.join(topo.tmp, "unbound")
     os.makedirs(d, exist_ok=True)
     conf = os.path.join(d, "unbound.conf")
@@ -108,7 +112,7 @@ def start_unbound(topo, threads):
     with open(conf, "w") as f:
         f.write("""server:
   interface: {listen}
-  port: 53
+  port: {port}
   num-threads: {threads}
   so-reuseport: yes
   access-control: 192.0.2.0/24 allow
@@ -124,24 +128,24 @@ def start_unbound(topo, threads):
   msg-cache-size: 32m
   rrset-cache-size: 64m
   local-zone: "." refuse
-{zones}{fwd}""".format(listen=LISTEN, d=d, zones=zones, fwd=fwd, threads=threads))
+{zones}{fwd}""".format(listen=LISTEN, port=port, d=d, zones=zones, fwd=fwd, threads=threads))
     return topo.popen(topo.px, ["unbound", "-d", "-c", conf], log="unbound")
 
 
-def start_dnsdist(topo):
+def start_dnsdist(topo, port=53):
     conf = os.path.join(topo.tmp, "dnsdist.conf")
     with open(conf, "w") as f:
         f.write("""setSecurityPollSuffix("")
 setACL({{"192.0.2.0/24"}})
-setLocal("{listen}:53", {{reusePort=true}})
-addLocal("{listen}:53", {{reusePort=true}})
+setLocal("{listen}:{port}", {{reusePort=true}})
+addLocal("{listen}:{port}", {{reusePort=true}})
 newServer({{address="{auth}:53"}})
 pc = newPacketCache(10000, {{maxTTL=86400, minTTL=0}})
 getPool(""):setCache(pc)
 smn = newSuffixMatchNode()
 {adds}
 addAction(NotRule(SuffixMatchNodeRule(smn, true)), RCodeAction(DNSRCode.REFUSED))
-""".format(listen=LISTEN, auth=AUTH_ADDR, adds="\n".join('smn:add("%s")' % z for z in ZONES)))
+""".format(listen=LISTEN, port=port, auth=AUTH_ADDR, adds="\n".join('smn:add("%s")' % z for z in ZONES)))
     return topo.popen(topo.px, ["dnsdist", "--supervised", "--disable-syslog", "-C", conf],
                       log="dnsdist")
 
@@ -209,26 +213,52 @@ def measure_latency(topo, pid, path, qps, duration, port=53):
             "fixed_cores": used["process_s"] / used["wall_s"]}
 
 
-def run_peer(topo, name, start, paths, args):
-    proc = start()
-    try:
-        wait_udp(topo, proc, {"vibepit": "vibepit-dns"}.get(name, name))
-        res = {"at_rest": cpu.at_rest(proc.pid, args.rest)}   # before any load
-        # Warm the cache: every cached name once, twice.
-        dnsperf(topo, paths["cached"], 2, ["-n", "2"], 60)
+def measure_rounds(topo, servers, paths, args):
+    """Every stream against every server, interleaved: each round runs, per stream, the
+    saturating runs (`--repeat` each) and then the fixed-load run against each server in an
+    order that rotates by one server per round. The servers a target compares are measured
+    seconds apart, so the machine's drift over minutes stays out of the comparison.
+
+    servers: name -> (process, port). Returns (name -> stream -> figures, and name -> stream ->
+    one figure per round: CPU-s per 1 000 queries, p50 and p99 µs)."""
+    names = list(servers)
+    runs = {n: {s: {"qps": [], "lat": []} for s in STREAMS} for n in names}
+    for rnd in range(args.rounds):
+        order = names[rnd % len(names):] + names[:rnd % len(names)]
         for stream in STREAMS:
-            runs = [measure_qps(topo, proc.pid, paths[stream], args.duration) for _ in range(args.repeat)]
-            med = compare.median_run(runs, lambda r: r["qps"])
-            lat = measure_latency(topo, proc.pid, paths[stream], args.latency_qps, 3)
-            res[stream] = {"qps": med["qps"], "qps_runs": [r["qps"] for r in runs],
-                           "lost": med["lost"], "rcodes": med["rcodes"],
-                           "cpu_per_1k": compare.median(r["cpu_per_1k"] for r in runs),
-                           "softirq_per_1k": compare.median(r["softirq_per_1k"] for r in runs), **lat}
-            print("compare-dns: %-8s %-6s %9.0f qps  p50 %6.0f µs  p99 %6.0f µs  %s" % (
-                name, stream, med["qps"], lat["p50_us"], lat["p99_us"], med["rcodes"]), flush=True)
-        return res
-    finally:
-        topo.stop_process(proc)
+            for n in order:
+                proc, port = servers[n]
+                runs[n][stream]["qps"].append([measure_qps(topo, proc.pid, paths[stream], args.duration, port)
+                                               for _ in range(args.repeat)])
+            for n in order:
+                proc, port = servers[n]
+                lat = measure_latency(topo, proc.pid, paths[stream], args.latency_qps, 3, port)
+                runs[n][stream]["lat"].append(lat)
+                print("compare-dns: round %d %-8s %-6s %9.0f qps  p50 %6.0f µs  p99 %6.0f µs  %s" % (
+                    rnd + 1, n, stream, runs[n][stream]["qps"][-1][0]["qps"], lat["p50_us"], lat["p99_us"],
+                    runs[n][stream]["qps"][-1][0]["rcodes"]), flush=True)
+    cost = lambda r: r["cpu_per_1k"] + (r["softirq_per_1k"] or 0.0)
+    figures, per_round = {}, {}
+    for n in names:
+        figures[n], per_round[n] = {}, {}
+        for stream in STREAMS:
+            qps = [r for batch in runs[n][stream]["qps"] for r in batch]
+            lat = runs[n][stream]["lat"]
+            med = compare.median_run(qps, lambda r: r["qps"])
+            figures[n][stream] = {
+                "qps": med["qps"], "qps_runs": [r["qps"] for r in qps],
+                "lost": med["lost"], "rcodes": med["rcodes"],
+                "cpu_per_1k": compare.median(r["cpu_per_1k"] for r in qps),
+                "softirq_per_1k": compare.median(r["softirq_per_1k"] for r in qps),
+                "p50_us": compare.median(x["p50_us"] for x in lat),
+                "p99_us": compare.median(x["p99_us"] for x in lat),
+                "p99_runs": [x["p99_us"] for x in lat],
+                "samples": sum(x["samples"] for x in lat),
+                "fixed_cores": compare.median(x["fixed_cores"] for x in lat)}
+            per_round[n][stream] = {
+                "cost": [compare.median(cost(r) for r in batch) for batch in runs[n][stream]["qps"]],
+                "p50_us": [x["p50_us"] for x in lat], "p99_us": [x["p99_us"] for x in lat]}
+    return figures, per_round
 
 
 # ------------------------------------------------------------------ report
@@ -255,32 +285,45 @@ def render(results, path):
 
     def target(label, ok, value, goal):
         return "| %s | %s | %s | %s |" % (label, value, goal, "met" if ok else "**not met**")
-    v, d = peers["vibepit"], peers.get("dnsdist")
+    rounds = results.get("per_round", {})
     t = []
-    cost = lambda p, s: p[s]["cpu_per_1k"] + (p[s].get("softirq_per_1k") or 0.0)
-    if d:
+    if "dnsdist" in rounds:
+        v, d = rounds["vibepit"], rounds["dnsdist"]
+
+        def spread(values, fmt):
+            return "" if len(values) < 2 else "; rounds %s–%s" % (fmt % min(values), fmt % max(values))
         for stream in STREAMS:
-            a, b = cost(v, stream), cost(d, stream)
-            t.append(target("%s: CPU-s per 1 000 queries vs dnsdist" % stream, a <= b,
-                            "%.2f× (%.4f vs %.4f)" % (a / b, a, b), "≤ 1×"))
+            p = list(zip(v[stream]["cost"], d[stream]["cost"]))
+            ratios = [a / b for a, b in p]
+            r = statistics.median(ratios)
+            t.append(target("%s: CPU-s per 1 000 queries vs dnsdist" % stream, r <= 1,
+                            "%.2f× (%.4f vs %.4f%s)" % (r, statistics.median(a for a, _ in p),
+                                                         statistics.median(b for _, b in p),
+                                                         spread(ratios, "%.2f×")), "≤ 1×"))
         for stream, keys in (("miss", ("p99_us",)), ("denied", ("p50_us", "p99_us"))):
             for key in keys:
+                p = list(zip(v[stream][key], d[stream][key]))
+                diffs = [a - b for a, b in p]
+                diff = statistics.median(diffs)
                 t.append(target("%s: %s at %d q/s vs dnsdist" % (stream, key.replace("_us", ""),
-                                                                 results["latency_qps"]),
-                                v[stream][key] <= d[stream][key],
-                                "%.0f µs vs %.0f µs" % (v[stream][key], d[stream][key]), "≤ dnsdist's"))
+                                                                 results["latency_qps"]), diff <= 0,
+                                "%.0f vs %.0f µs, difference %+.0f µs%s" % (
+                                    statistics.median(a for a, _ in p), statistics.median(b for _, b in p),
+                                    diff, spread(diffs, "%+.0f")), "≤ dnsdist's"))
     pin = results.get("pinning")
     where = ("each server pinned to core %d, dnsperf and the upstream to core %d" % (pin["sut"], pin["load"])
              if pin else "not pinned")
     compare.write_block(path, "compare-dns", [
-        "Run: %s, %s, %d s per throughput measurement (median of %d), fixed load %d queries/s "
-        "offered, vibepit-proxy threads=%s; %s." % (
-            results["when"], results["machine"], results["duration_s"], results["repeat"],
-            results["latency_qps"], results["vibepit_threads"], where),
+        "Run: %s, %s, %d rounds, the servers interleaved within each; per round and stream %d "
+        "throughput run(s) of %d s and one 3 s run at %d queries/s offered; vibepit-proxy "
+        "threads=%s; %s." % (
+            results["when"], results["machine"], results.get("rounds", 1), results["repeat"],
+            results["duration_s"], results["latency_qps"], results["vibepit_threads"], where),
         "",
         "| stream | %s |" % " | ".join(labels.get(n, n) for n in names),
         "|---|%s" % ("---|" * len(names)),
-    ] + rows + ["", "Targets (CPU compared as process + softirq):", "",
+    ] + rows + ["", "Targets (CPU compared as process + softirq; a ratio or difference is the median "
+                "of the per-round ones, their range beside it):", "",
                 "| target | measured | goal | |", "|---|---|---|---|"] + t, heading="## DNS\n\n")
 
 
@@ -288,7 +331,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--duration", type=int, default=5, help="seconds per throughput run")
-    ap.add_argument("--repeat", type=int, default=3, help="throughput runs per stream; median reported")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds; each runs every stream against every server, interleaved")
+    ap.add_argument("--repeat", type=int, default=1, help="throughput runs per stream and server per round")
     ap.add_argument("--latency-qps", type=int, default=10000, help="offered load for the latency runs")
     ap.add_argument("--threads", type=int, default=1,
                     help="vibepit-proxy threads (0 = per core); 1 matches the one core it is pinned to")
@@ -308,20 +353,35 @@ def main():
     topo.start()
     try:
         paths = write_streams(topo.tmp, 400000 * args.duration)
-        starters = {"vibepit": lambda: start_vibepit(topo, args.threads, args.set),
-                    "dnsmasq": lambda: start_dnsmasq(topo),
-                    "unbound": lambda: start_unbound(topo, 1 if topo.cpus else 2),
-                    "dnsdist": lambda: start_dnsdist(topo)}
-        peers = {}
-        for name in ["vibepit"] + [p for p in args.peers.split(",") if p]:
-            peers[name] = run_peer(topo, name, starters[name], paths, args)
+        starters = {"vibepit": lambda port: start_vibepit(topo, args.threads, args.set, port),
+                    "dnsmasq": lambda port: start_dnsmasq(topo, port),
+                    "unbound": lambda port: start_unbound(topo, 1 if topo.cpus else 2, port),
+                    "dnsdist": lambda port: start_dnsdist(topo, port)}
+        servers = {}
+        try:
+            for name in ["vibepit"] + [p for p in args.peers.split(",") if p]:
+                port = SERVER_PORTS[name]
+                proc = starters[name](port)
+                servers[name] = (proc, port)
+                wait_udp(topo, proc, {"vibepit": "vibepit-dns"}.get(name, name), port)
+            # Before any load, over one window: what each costs at rest.
+            rest = cpu.at_rest_all({n: p.pid for n, (p, _) in servers.items()}, args.rest)
+            for proc, port in servers.values():   # warm each cache: every cached name, twice
+                dnsperf(topo, paths["cached"], 2, ["-n", "2"], 60, port)
+            peers, per_round = measure_rounds(topo, servers, paths, args)
+            for n in peers:
+                peers[n]["at_rest"] = rest[n]
+        finally:
+            for proc, _ in servers.values():
+                topo.stop_process(proc)
     finally:
         topo.close()
     results = {
         "when": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
         "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
-        "duration_s": args.duration, "repeat": args.repeat, "latency_qps": args.latency_qps,
-        "vibepit_threads": args.threads, "pinning": topo.cpus, "peers": peers,
+        "duration_s": args.duration, "rounds": args.rounds, "repeat": args.repeat,
+        "latency_qps": args.latency_qps, "vibepit_threads": args.threads, "pinning": topo.cpus,
+        "peers": peers, "per_round": per_round,
     }
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:

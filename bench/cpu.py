@@ -95,12 +95,23 @@ def tree_switches(root):
 def at_rest(pid, seconds=5.0):
     """What a started system costs with no traffic at all: wake-ups per second and
     CPU-milliseconds per minute (what each idle session on a host pays)."""
-    w0, s0, t0 = time.monotonic(), tree_switches(pid), tree_ticks(pid)
+    return at_rest_all({None: pid}, seconds)[None]
+
+
+def at_rest_all(pids, seconds=5.0):
+    """at_rest() of several systems over one shared window: {name: pid} -> {name: figures}."""
+    w0 = time.monotonic()
+    before = {n: (tree_switches(p), tree_ticks(p)) for n, p in pids.items()}
     time.sleep(seconds)
-    w1, s1, t1 = time.monotonic(), tree_switches(pid), tree_ticks(pid)
+    w1 = time.monotonic()
     wall = w1 - w0
-    return {"wakeups_per_s": (s1 - s0) / wall, "cpu_ms_per_min": (t1 - t0) * TICK_S * 1000 * 60 / wall,
-            "seconds": wall}
+    out = {}
+    for n, p in pids.items():
+        s0, t0 = before[n]
+        s1, t1 = tree_switches(p), tree_ticks(p)
+        out[n] = {"wakeups_per_s": (s1 - s0) / wall, "cpu_ms_per_min": (t1 - t0) * TICK_S * 1000 * 60 / wall,
+                  "seconds": wall}
+    return out
 
 
 def core_ticks():
