@@ -165,7 +165,7 @@ udp::endpoint DnsWorker::bind(const udp::endpoint& ep) {
 }
 
 void DnsWorker::start() {
-  // Upstream answers that complete together (one c-ares read) leave in one sendmmsg() too,
+  // Upstream answers that complete together (one recvmmsg()) leave in one sendmmsg() too,
   // when the worker has a single UDP socket to answer from.
   if (udp_.size() == 1) handler_.batch_upstream_answers(udp_[0].native_handle());
   for (std::size_t i = 0; i < udp_.size(); ++i) receive_udp(i, false);
@@ -232,6 +232,7 @@ void DnsWorker::drain_udp(std::size_t index) {
     handler_.handle(std::span<const std::uint8_t>(b.in[i].data(), b.msgs_in[i].msg_len),
                     peer.address(), peer.port(), std::move(to));
   }
+  handler_.flush_upstream();  // the misses of this batch leave together
   flush_batch();
   if (stopped_) return;
   if (got < kUdpBatch) return receive_udp(index, true);  // it stopped on an empty queue

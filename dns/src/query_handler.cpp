@@ -65,26 +65,24 @@ QueryHandler::QueryHandler(asio::io_context& io, const runtime::Config& cfg,
       replier_(replier),
       limiter_(cfg.dns.client_qps, cfg.dns.client_burst),
       log_(io, log, cfg.decision_log_per_client),
-      udp_upstream_(io, cfg.upstream_dns,
-                    runtime::AresOptions{.timeout = cfg.dns.timeout,
-                                         .tcp = false,
-                                         .ignore_truncation = true,
-                                         .any_rcode = true,
-                                         .edns_payload = cfg.dns.udp_payload}),
       tcp_upstream_(io, cfg.upstream_dns,
                     runtime::AresOptions{.timeout = cfg.dns.timeout,
                                          .tcp = true,
                                          .ignore_truncation = false,
                                          .any_rcode = true,
-                                         .edns_payload = cfg.dns.udp_payload}) {
+                                         .edns_payload = cfg.dns.udp_payload}),
+      udp_forward_(
+          io, cfg.upstream_dns,
+          UdpUpstream::Options{.timeout = cfg.dns.timeout, .max_pending = cfg.dns.max_pending},
+          &QueryHandler::on_udp_upstream) {
   for (auto t : cfg.dns.qtypes) qtypes_.add(t);
 }
 
 QueryHandler::~QueryHandler() = default;
 
 void QueryHandler::batch_upstream_answers(int udp_fd) {
-  udp_upstream_.set_batch_hooks([this, udp_fd] { replier_.begin_batch(udp_fd); },
-                                [this] { replier_.flush_batch(); });
+  udp_forward_.set_batch_hooks([this, udp_fd] { replier_.begin_batch(udp_fd); },
+                               [this] { replier_.flush_batch(); });
 }
 
 void QueryHandler::stop() {
@@ -228,10 +226,33 @@ void QueryHandler::forward(std::span<const std::uint8_t> pkt, const Query& q,
   }
   auto* f = new Forward{this, std::vector<std::uint8_t>(pkt.begin(), pkt.end()), q, std::move(rec),
                         std::move(to)};
+  if (f->to.transport == Transport::udp) {
+    // The question as sent: our header, then the client's question bytes.
+    const std::size_t question_end = kHeaderSize + (q.question_end - q.question_begin);
+    if (!udp_forward_.send(std::span<const std::uint8_t>(qbuf_.data(), n), question_end, f)) {
+      std::unique_ptr<Forward> gone(f);
+      gone->rec.reason = policy::Reason::resolve_failed;
+      gone->rec.detail = "upstream: no server to ask, or every query ID in use";
+      reply_error(gone->pkt, gone->q, Rcode::servfail, gone->rec, gone->to);
+      return;
+    }
+    ++pending_;
+    return;
+  }
   ++pending_;
-  auto& channel = f->to.transport == Transport::tcp ? tcp_upstream_ : udp_upstream_;
-  ares_send(channel.get(), qbuf_.data(), static_cast<int>(n), &QueryHandler::on_upstream, f);
-  channel.rearm_timer();
+  ares_send(tcp_upstream_.get(), qbuf_.data(), static_cast<int>(n), &QueryHandler::on_upstream, f);
+  tcp_upstream_.rearm_timer();
+}
+
+void QueryHandler::on_udp_upstream(void* arg, UpstreamStatus status,
+                                   std::span<const std::uint8_t> answer) {
+  std::unique_ptr<Forward> f(static_cast<Forward*>(arg));
+  // `stopped`: the handler is going away; nothing may be touched.
+  if (status == UpstreamStatus::stopped) return;
+  QueryHandler& h = *f->handler;
+  --h.pending_;
+  if (h.stopped_) return;  // after stop() the sockets are gone
+  h.finish_forward(*f, status == UpstreamStatus::answer ? nullptr : to_string(status), answer);
 }
 
 void QueryHandler::on_upstream(void* arg, int status, int /*timeouts*/, unsigned char* abuf,
@@ -245,16 +266,17 @@ void QueryHandler::on_upstream(void* arg, int status, int /*timeouts*/, unsigned
   if (h.stopped_) return;  // after stop() the sockets are gone
   std::span<const std::uint8_t> answer;
   if (abuf && alen > 0) answer = {abuf, static_cast<std::size_t>(alen)};
-  h.finish_forward(*f, status, answer);
+  h.finish_forward(*f, status == ARES_SUCCESS ? nullptr : ares_strerror(status), answer);
 }
 
-void QueryHandler::finish_forward(Forward& f, int status, std::span<const std::uint8_t> answer) {
+void QueryHandler::finish_forward(Forward& f, const char* failure,
+                                  std::span<const std::uint8_t> answer) {
   now_ = clock::now();
   auto& rec = f.rec;
-  if (status != ARES_SUCCESS || answer.empty()) {
+  if (failure || answer.empty()) {
     // Fail closed: no answer is better than a guess.
     rec.reason = policy::Reason::resolve_failed;
-    rec.detail = std::string("upstream: ") + ares_strerror(status);
+    rec.detail = std::string("upstream: ") + (failure ? failure : "empty answer");
     reply_error(f.pkt, f.q, Rcode::servfail, rec, f.to);
     return;
   }

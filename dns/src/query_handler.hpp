@@ -1,6 +1,7 @@
 #pragma once
 // One I/O thread's query path, apart from its sockets (dns_worker.hpp): parse -> per-client
-// rate limit -> policy -> cache -> upstream (c-ares) -> the answer's addresses classified ->
+// rate limit -> policy -> cache -> upstream (UDP clients: udp_upstream.hpp; TCP clients:
+// c-ares over TCP) -> the answer's addresses classified ->
 // cache -> reply, and one decision record per query. It sends nothing itself: each reply
 // goes to a Replier, the thread's transport in production and a recorder in tests. Runs on
 // that thread's io_context only.
@@ -17,6 +18,7 @@
 #include <asio/ip/udp.hpp>
 
 #include "shared_cache.hpp"
+#include "udp_upstream.hpp"
 #include "vibepit/dns/filter.hpp"
 #include "vibepit/dns/wire.hpp"
 #include "vibepit/policy/snapshot.hpp"
@@ -76,8 +78,11 @@ class QueryHandler {
   // (responses, runts).
   bool handle(std::span<const std::uint8_t> pkt, const asio::ip::address& client,
               std::uint16_t client_port, ReplyTo to);
-  // Upstream answers that complete together (one c-ares read) are batched on `udp_fd`.
+  // Upstream answers that complete together (one read) are batched on `udp_fd`.
   void batch_upstream_answers(int udp_fd);
+  // Send the upstream queries made so far (they also leave by themselves once the current
+  // handler returns): the worker calls it after each batch of client datagrams.
+  void flush_upstream() { udp_forward_.flush(); }
   // Answers arriving from now on are dropped (the sockets are closing); the decision log's
   // pending summaries are written.
   void stop();
@@ -89,7 +94,10 @@ class QueryHandler {
   void forward(std::span<const std::uint8_t> pkt, const Query& q, runtime::DecisionRecord rec,
                ReplyTo to);
   static void on_upstream(void* arg, int status, int timeouts, unsigned char* abuf, int alen);
-  void finish_forward(Forward& f, int status, std::span<const std::uint8_t> answer);
+  static void on_udp_upstream(void* arg, UpstreamStatus status,
+                              std::span<const std::uint8_t> answer);
+  // `failure`: why there is no answer (nullptr when there is one).
+  void finish_forward(Forward& f, const char* failure, std::span<const std::uint8_t> answer);
   void reply_error(std::span<const std::uint8_t> pkt, const Query& q, Rcode rc,
                    runtime::DecisionRecord& rec, const ReplyTo& to);
   runtime::DecisionRecord make_record(const Query& q, const asio::ip::address& client,
@@ -115,8 +123,8 @@ class QueryHandler {
   std::vector<std::uint8_t> qbuf_ = std::vector<std::uint8_t>(1'024);
   // Last, so they are destroyed first: queries they still hold complete (ARES_EDESTRUCTION)
   // while everything above exists.
-  runtime::AresChannel udp_upstream_;
   runtime::AresChannel tcp_upstream_;
+  UdpUpstream udp_forward_;
 };
 
 }  // namespace vibepit::dns
