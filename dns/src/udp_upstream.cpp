@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <system_error>
 
 #include <asio/post.hpp>
@@ -28,22 +27,6 @@ constexpr std::size_t kMaxSocketsPerServer = 64;
 
 std::uint16_t get16(std::span<const std::uint8_t> m, std::size_t at) {
   return static_cast<std::uint16_t>(m[at] << 8 | m[at + 1]);
-}
-
-char fold(std::uint8_t c) {
-  return static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
-}
-
-// The answer's question is the query's: the name without case (a label length is at most
-// 63, below 'A', so folding never touches one), then type and class exactly.
-bool same_question(std::span<const std::uint8_t> answer, std::span<const std::uint8_t> query,
-                   std::size_t question_end) {
-  if (answer.size() < question_end || question_end < kHeaderSize + 5) return false;
-  const std::size_t name_end = question_end - 4;
-  for (std::size_t i = kHeaderSize; i < name_end; ++i) {
-    if (fold(answer[i]) != fold(query[i])) return false;
-  }
-  return std::memcmp(answer.data() + name_end, query.data() + name_end, 4) == 0;
 }
 
 }  // namespace
@@ -293,12 +276,11 @@ void UdpUpstream::drain(std::size_t socket) {
 
 void UdpUpstream::take_answer(std::size_t socket, std::span<const std::uint8_t> msg) {
   if (msg.size() < kHeaderSize) return;
-  if (!(get16(msg, 2) & kFlagQR) || get16(msg, 4) != 1) return;
   const std::uint32_t key = key_of(socket, get16(msg, 0));
   auto it = pending_.find(key);
   if (it == pending_.end()) return;  // late (answered, or given up on), or forged
   const Pending& p = it->second;
-  if (!same_question(msg, p.query, p.question_end)) return;  // forged, or someone else's
+  if (!answers_query(msg, p.query, p.question_end)) return;  // forged, or someone else's
   complete(key, msg);
 }
 

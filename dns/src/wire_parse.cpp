@@ -352,6 +352,26 @@ WireError parse_query(std::span<const std::uint8_t> pkt, Query& out) {
   return WireError::none;
 }
 
+bool answers_query(std::span<const std::uint8_t> answer, std::span<const std::uint8_t> sent,
+                   std::size_t question_end) {
+  // A question is at least the root name (1), type and class (4).
+  if (question_end < kHeaderSize + 5 || sent.size() < question_end) return false;
+  if (answer.size() < question_end) return false;
+  if (get16(answer, 0) != get16(sent, 0)) return false;
+  if ((get16(answer, kOffFlags) & kFlagQR) == 0 || get16(answer, kOffQd) != 1) return false;
+  // A label length is at most 63, below 'A': folding letters never changes one.
+  const auto fold = [](std::uint8_t c) {
+    return static_cast<std::uint8_t>(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+  };
+  const std::size_t name_end = question_end - 4;
+  for (std::size_t i = kHeaderSize; i < name_end; ++i) {
+    if (fold(answer[i]) != fold(sent[i])) return false;
+  }
+  return std::equal(answer.begin() + static_cast<std::ptrdiff_t>(name_end),
+                    answer.begin() + static_cast<std::ptrdiff_t>(question_end),
+                    sent.begin() + static_cast<std::ptrdiff_t>(name_end));
+}
+
 WireError parse_response(std::span<const std::uint8_t> pkt, const Query& q, ResponseInfo& info) {
   info.rcode = Rcode::noerror;
   info.tc = false;

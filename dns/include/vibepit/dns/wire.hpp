@@ -123,6 +123,13 @@ std::size_t build_any_hinfo(std::span<const std::uint8_t> pkt, const Query& q, s
 std::size_t build_upstream_query(std::span<const std::uint8_t> pkt, const Query& q,
                                  std::uint16_t our_payload, std::span<std::uint8_t> out);
 
+// Whether `answer` is an answer to `sent`, a query we built whose question ends at
+// `question_end`: the same ID, QR set, QDCOUNT 1, and the same question octets (the name's
+// ASCII letters without case, then type and class exactly). A cheap test for matching
+// datagrams to the queries in flight; parse_response then validates the whole answer.
+bool answers_query(std::span<const std::uint8_t> answer, std::span<const std::uint8_t> sent,
+                   std::size_t question_end);
+
 // What the server needs to know about an upstream response.
 struct ResponseInfo {
   Rcode rcode = Rcode::noerror;  // the low 4 bits; extended rcodes are treated as SERVFAIL
