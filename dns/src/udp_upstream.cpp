@@ -192,7 +192,10 @@ void UdpUpstream::flush() {
       }
       // A full send buffer drops the rest, as the network could: they time out and are
       // tried again. An ICMP error from before is reported here once (and so cleared).
-      if (r < 0 && errno == ECONNREFUSED) refused.push_back(s);
+      if (r < 0 && errno == ECONNREFUSED &&
+          std::find(refused.begin(), refused.end(), s) == refused.end()) {
+        refused.push_back(s);  // once: a second refuse() would end the retries it starts
+      }
       if (r < 0 && (errno == EINTR || errno == ECONNREFUSED) && ++errors < 3) continue;
       break;
     }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include <asio/io_context.hpp>
@@ -224,6 +225,32 @@ TEST(UdpUpstream, ARefusingServerEndsTheQueryAtOnce) {
       io, [&] { return o.calls > 0; }, 10000ms))
       << "waited for the timeout";
   EXPECT_EQ(o.status, UpstreamStatus::refused);
+}
+
+TEST(UdpUpstream, AnErrorReportedWhileSendingEndsEveryTryOnceEach) {
+  asio::io_context io;
+  runtime::Endpoint closed;
+  {
+    FakeServer gone(io);
+    closed = gone.endpoint();
+  }
+  UdpUpstream fwd(io, {closed}, {.timeout = 60000ms}, &record);
+  Outcome a, b;
+  ASSERT_TRUE(fwd.send(query("a.test"), question_end("a.test"), &a));
+  fwd.flush();
+  // The port-unreachable comes back and waits on the socket; the next send reports it.
+  std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(fwd.send(query("b.test"), question_end("b.test"), &b));
+  fwd.flush();
+  ASSERT_TRUE(run_until(
+      io, [&] { return a.calls > 0 && b.calls > 0; }, 10000ms));
+  io.restart();
+  io.run_for(50ms);
+  EXPECT_EQ(a.calls, 1);
+  EXPECT_EQ(b.calls, 1);
+  EXPECT_EQ(a.status, UpstreamStatus::refused);
+  EXPECT_EQ(b.status, UpstreamStatus::refused);
+  EXPECT_EQ(fwd.pending(), 0u);
 }
 
 TEST(UdpUpstream, ManyQueriesInFlightSpreadOverMoreSockets) {
