@@ -562,6 +562,11 @@ COLUMNS = [("none", "no proxy (ceiling)"), ("haproxy", "haproxy (relay floor)"),
            ("vibepit", "vibepit-proxy"), ("squid", "squid"), ("tinyproxy", "tinyproxy")]
 
 
+def spread(values, fmt):
+    """"; rounds LOW–HIGH" for a target's per-round figures (nothing for a single round)."""
+    return "" if len(values) < 2 else "; rounds %s–%s" % (fmt % min(values), fmt % max(values))
+
+
 def render(results, path):
     peers = results["peers"]
     cols = [(k, label) for k, label in COLUMNS if k in peers]
@@ -626,9 +631,6 @@ def render(results, path):
         """(vibepit, other) per round in which both completed `key`."""
         a, b = rounds.get("vibepit", {}).get(key, []), rounds.get(other, {}).get(key, [])
         return [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
-
-    def spread(values, fmt):
-        return "" if len(values) < 2 else "; rounds %s–%s" % (fmt % min(values), fmt % max(values))
 
     def cost_target(label, key, other, factor):
         """vibepit's CPU per unit against `other`'s: the median of the per-round ratios."""

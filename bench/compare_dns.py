@@ -289,9 +289,6 @@ def render(results, path):
     t = []
     if "dnsdist" in rounds:
         v, d = rounds["vibepit"], rounds["dnsdist"]
-
-        def spread(values, fmt):
-            return "" if len(values) < 2 else "; rounds %s–%s" % (fmt % min(values), fmt % max(values))
         for stream in STREAMS:
             p = list(zip(v[stream]["cost"], d[stream]["cost"]))
             ratios = [a / b for a, b in p]
@@ -299,7 +296,7 @@ def render(results, path):
             t.append(target("%s: CPU-s per 1 000 queries vs dnsdist" % stream, r <= 1,
                             "%.2f× (%.4f vs %.4f%s)" % (r, statistics.median(a for a, _ in p),
                                                          statistics.median(b for _, b in p),
-                                                         spread(ratios, "%.2f×")), "≤ 1×"))
+                                                         compare.spread(ratios, "%.2f×")), "≤ 1×"))
         for stream, keys in (("miss", ("p99_us",)), ("denied", ("p50_us", "p99_us"))):
             for key in keys:
                 p = list(zip(v[stream][key], d[stream][key]))
@@ -309,7 +306,7 @@ def render(results, path):
                                                                  results["latency_qps"]), diff <= 0,
                                 "%.0f vs %.0f µs, difference %+.0f µs%s" % (
                                     statistics.median(a for a, _ in p), statistics.median(b for _, b in p),
-                                    diff, spread(diffs, "%+.0f")), "≤ dnsdist's"))
+                                    diff, compare.spread(diffs, "%+.0f")), "≤ dnsdist's"))
     pin = results.get("pinning")
     where = ("each server pinned to core %d, dnsperf and the upstream to core %d" % (pin["sut"], pin["load"])
              if pin else "not pinned")

@@ -13,21 +13,20 @@
 #include "vibepit/dns/wire.hpp"
 #include "vibepit/runtime/endpoint.hpp"
 #include "vibepit/runtime/reactor.hpp"
+#include "wire_detail.hpp"
 
 namespace vibepit::dns {
 namespace {
 
 using clock = std::chrono::steady_clock;
 using udp = asio::ip::udp;
+using detail::get16;
+using detail::put16;
 
 constexpr int kBatch = 32;                // answers per recvmmsg(), queries per sendmmsg()
 constexpr std::size_t kSlot = 4'096 + 1;  // dns-udp-payload is at most 4096; one more tells
                                           // a larger datagram (MSG_TRUNC says so too)
 constexpr std::size_t kMaxSocketsPerServer = 64;
-
-std::uint16_t get16(std::span<const std::uint8_t> m, std::size_t at) {
-  return static_cast<std::uint16_t>(m[at] << 8 | m[at + 1]);
-}
 
 }  // namespace
 
@@ -146,8 +145,7 @@ bool UdpUpstream::place(Pending& p, std::size_t server) {
     const auto id = free_id(s);
     if (!id) continue;
     const std::uint32_t key = key_of(s, *id);
-    p.query[0] = static_cast<std::uint8_t>(*id >> 8);
-    p.query[1] = static_cast<std::uint8_t>(*id);
+    put16(p.query, 0, *id);
     p.server = server;
     p.serial = ++next_serial_;
     const auto at = clock::now() + (p.tries == 0 ? first_try_ : second_try_);
@@ -164,7 +162,9 @@ bool UdpUpstream::place(Pending& p, std::size_t server) {
         flush();
       });
     }
-    arm_timer();
+    // The timer only ever needs to move earlier; most queries leave it as it is, with no
+    // look at the deadline queues.
+    if (timer_at_ == clock::time_point{} || at < timer_at_) arm_timer();
     return true;
   }
   return false;

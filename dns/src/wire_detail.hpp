@@ -1,5 +1,5 @@
 #pragma once
-// Helpers shared by the parser, the builders and the cache. Internal to vibepit_dns.
+// Helpers shared by the parser, the builders, the cache and the UDP forwarder. Internal to dns/.
 #include <cstddef>
 #include <cstdint>
 #include <span>
