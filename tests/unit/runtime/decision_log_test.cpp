@@ -272,6 +272,33 @@ TEST(DecisionLog, AnIdleWriterSleepsAndTheNextRecordWakesIt) {
   log.stop();
 }
 
+// A trickle of records (one a millisecond, as a lightly used proxy makes) costs a wake-up per
+// poll, not one per record or per 2 ms: the writer takes what came in each interval in one go.
+TEST(DecisionLog, ATrickleOfRecordsWakesTheWriterOncePerPoll) {
+  DecisionLog log("", 1000);
+  auto& p = log.make_producer();
+  log.start();
+  std::this_thread::sleep_for(kSettle);  // asleep: the trickle starts from a sleeping writer
+  const auto before = log.writer_wakeups();
+  constexpr int kRecords = 400;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRecords; ++i) {
+    p.push(sample());
+    std::this_thread::sleep_until(start + std::chrono::milliseconds(i + 1));
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  const auto wakeups = log.writer_wakeups() - before;
+  wait_written(log, kRecords);
+  EXPECT_EQ(log.written(), static_cast<std::uint64_t>(kRecords));
+  // At most two passes per poll (one that writes, one that finds the queue empty) and the
+  // first wake; sleep_for only ever overshoots, which makes fewer.
+  const auto polls = elapsed / DecisionLog::kPollInterval + 1;
+  EXPECT_LE(wakeups, static_cast<std::uint64_t>(2 * polls + 2))
+      << "over " << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count() << " ms";
+  EXPECT_LT(wakeups, static_cast<std::uint64_t>(kRecords / 4)) << "the writer woke per record";
+  log.stop();
+}
+
 // stop() and reopen() wake a sleeping writer too: neither waits for a record.
 TEST(DecisionLog, StopAndReopenWakeASleepingWriter) {
   DecisionLog log("", 100);
