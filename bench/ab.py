@@ -10,7 +10,8 @@ pairs is the verdict, and the spread of the pair ratios says how far to trust it
 
     python3 bench/ab.py --base /var/tmp/base/build/bin [--head build/bin] [--pairs 8]
 
-Workloads (as in bench/compare.py and bench/compare_dns.py): CONNECT bulk, CONNECT set-up,
+Workloads (as in bench/compare.py and bench/compare_dns.py): CONNECT bulk, CONNECT set-up
+(at saturation, and at 2 000 tunnels/s offered: setup-fixed, which also compares the p99),
 keep-alive HTTP, DNS denied, cache-hit and cache-miss. For each: the rate and the
 CPU-seconds per unit (process tree plus its core's softirq, bench/cpu.py). The load
 generator and the servers come from --head, so only the proxy differs.
@@ -68,9 +69,11 @@ def proxy_run(topo, col, workload, duration):
         args = ["connect-throughput", "--target", col.target("source"), "--streams", "4",
                 "--direction", "down"]
         rate_key, units = "gbit_per_s", lambda r: r["bytes"] / 1e9
-    elif workload == "setup":
+    elif workload in ("setup", "setup-fixed"):
         args = ["connect-rate", "--target", col.target("echo"), "--concurrency", "32",
                 "--max", "2000000", "--linger0"]
+        if workload == "setup-fixed":
+            args += ["--rate", str(FIXED_TUNNELS)]  # below saturation: no batching to hide behind
         rate_key, units = "tunnels_per_s", lambda r: r["tunnels"] / 1e3
     else:
         args = ["http-rps", "--url", "http://%s/" % col.target("http"), "--connections", "32",
@@ -81,6 +84,9 @@ def proxy_run(topo, col, workload, duration):
     if out["errors"]["total"]:
         raise RuntimeError("%s: %d errors" % (workload, out["errors"]["total"]))
     process, softirq = compare.unit_cost(topo, out, units(out["results"]))
+    if workload == "setup-fixed":  # below saturation the tail is a figure of its own
+        return (out["results"][rate_key], process + (softirq or 0.0),
+                out["results"]["latency_us"]["p99_us"])
     return out["results"][rate_key], process + (softirq or 0.0)
 
 
@@ -90,8 +96,10 @@ def dns_run(topo, pid, which, path, duration):
     return r["qps"], r["cpu_per_1k"] + (r["softirq_per_1k"] or 0.0)
 
 
-WORKLOADS = ["bulk", "setup", "http", "dns-denied", "dns-cached", "dns-miss"]
+WORKLOADS = ["bulk", "setup", "setup-fixed", "http", "dns-denied", "dns-cached", "dns-miss"]
+FIXED_TUNNELS = 2000  # tunnels/s offered by setup-fixed, as in bench/compare.py's fixed load
 UNITS = {"bulk": ("Gbit/s", "CPU-s per GB"), "setup": ("tunnels/s", "CPU-s per 1 000 tunnels"),
+         "setup-fixed": ("tunnels/s", "CPU-s per 1 000 tunnels"),
          "http": ("requests/s", "CPU-s per 1 000 requests")}
 
 
@@ -104,7 +112,9 @@ def summarise(pairs):
             "base_cost": statistics.median(b[1] for b, _ in pairs),
             "head_cost": statistics.median(h[1] for _, h in pairs),
             "base_rate": statistics.median(b[0] for b, _ in pairs),
-            "head_rate": statistics.median(h[0] for _, h in pairs)}
+            "head_rate": statistics.median(h[0] for _, h in pairs),
+            # p99 (µs), where the workload has one: head minus base, per pair
+            "p99_diffs": [h[2] - b[2] for b, h in pairs] if len(pairs[0][0]) > 2 else None}
 
 
 def num(x):
@@ -129,6 +139,12 @@ def render(res):
             w, num(s["base_rate"]), num(s["head_rate"]), unit, s["rate_ratio"], min(s["rate_ratios"]),
             max(s["rate_ratios"]), s["base_cost"], s["head_cost"], cost_unit, s["cost_ratio"],
             min(s["cost_ratios"]), max(s["cost_ratios"])))
+    for w in WORKLOADS:
+        d = res["workloads"].get(w, {}).get("p99_diffs")
+        if d:
+            lines.append("")
+            lines.append("%s p99, head minus base: median %+.0f µs (pairs %+.0f to %+.0f µs)" % (
+                w, statistics.median(d), min(d), max(d)))
     return lines
 
 
@@ -175,8 +191,10 @@ def main():
                     else:
                         got[which] = proxy_run(topo, cols[which], w, args.duration)
                 pairs.append((got["base"], got["head"]))
-                print("ab: %-10s pair %d  base %.4g (%.4g)  head %.4g (%.4g)" % (
-                    w, i + 1, got["base"][0], got["base"][1], got["head"][0], got["head"][1]), flush=True)
+                print("ab: %-10s pair %d  base %.4g (%.4g)  head %.4g (%.4g)%s" % (
+                    w, i + 1, got["base"][0], got["base"][1], got["head"][0], got["head"][1],
+                    "  p99 %.0f / %.0f µs" % (got["base"][2], got["head"][2])
+                    if len(got["base"]) > 2 else ""), flush=True)
             res["workloads"][w] = summarise(pairs)
             res["workloads"][w]["pairs_raw"] = pairs
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
