@@ -1,6 +1,7 @@
 #include "tunnel.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 namespace vibepit::bench {
@@ -41,7 +42,8 @@ void count_open_error(Errors& e, OpenStatus s) {
 }
 
 asio::awaitable<OpenStatus> open_tunnel(Conn& c, const Route& route, Clock::duration timeout,
-                                        std::span<char> buf, std::size_t& extra) {
+                                        std::span<char> buf, std::size_t& extra,
+                                        std::string_view early) {
   extra = 0;
   asio::error_code ec;
   c.arm(Clock::now(), timeout);
@@ -57,7 +59,9 @@ asio::awaitable<OpenStatus> open_tunnel(Conn& c, const Route& route, Clock::dura
     co_return OpenStatus::ok;
   }
 
-  co_await asio::async_write(c.socket(), asio::buffer(route.connect_request), with_ec(ec));
+  const std::array<asio::const_buffer, 2> request{asio::buffer(route.connect_request),
+                                                  asio::buffer(early)};
+  co_await asio::async_write(c.socket(), request, with_ec(ec));
   const std::size_t limit = std::min(buf.size(), kMaxConnectAnswer);
   std::size_t have = 0;
   while (!ec) {

@@ -4,6 +4,7 @@
 #include "worker.hpp"
 
 #include <span>
+#include <string_view>
 
 namespace vibepit::bench {
 
@@ -23,9 +24,12 @@ enum class OpenStatus { ok, connect_failed, proxy_status, proxy_header, io, time
 void count_open_error(Errors& e, OpenStatus s);
 
 // Connects and, through a proxy, sends the CONNECT and waits for its 200.
-// Bytes that followed the proxy's answer are left in buf[0, extra).
+// Bytes that followed the proxy's answer are left in buf[0, extra). `early`, through a
+// proxy, goes in the same write as the CONNECT (the tunnel's first bytes, sent before the
+// 200 as a client that pipelines does); direct, it is not sent.
 asio::awaitable<OpenStatus> open_tunnel(Conn& c, const Route& route, Clock::duration timeout,
-                                        std::span<char> buf, std::size_t& extra);
+                                        std::span<char> buf, std::size_t& extra,
+                                        std::string_view early = {});
 
 // Headers of the proxy's CONNECT answer may use at most this much of `buf`.
 inline constexpr std::size_t kMaxConnectAnswer = 4096;
