@@ -21,7 +21,7 @@ struct ServeOptions {
   std::string kind = "discard";
   unsigned threads = 1;
   double duration_s = 3600;
-  std::uint64_t max_connections = 1'000'000;
+  std::uint64_t max_connections = 100'000'000;
   std::size_t body_size = 13;
 };
 
@@ -178,6 +178,9 @@ asio::awaitable<void> accept_loop(tcp::acceptor& acceptor, Workers& ws,
                  target.spawn(serve_conn(target, std::move(sock), state, sh));
                });
   }
+  // At the cap: refuse the clients that come later rather than leave them queued unanswered.
+  asio::error_code ignored;
+  acceptor.close(ignored);
 }
 
 Kind parse_kind(const std::string& k) {
@@ -285,7 +288,8 @@ void add_serve(CLI::App& app, Runner& runner) {
   cmd->add_option("--duration", o->duration_s, "Stop after this many seconds")
       ->capture_default_str();
   cmd->add_option("--max-connections", o->max_connections,
-                  "Stop accepting after this many connections")
+                  "Stop accepting after this many connections and close the listener, so that "
+                  "later clients are refused")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40))
       ->capture_default_str();
   cmd->add_option("--body-size", o->body_size, "http: bytes of the response body")
