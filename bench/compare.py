@@ -384,6 +384,16 @@ def run_cost(topo, workload, run):
     return None if process is None else process + (softirq or 0.0)
 
 
+def error_kinds(runs):
+    """The load generator's failures over `runs`, by kind."""
+    out = {}
+    for r in runs:
+        for kind, n in r["errors"].items():
+            if kind != "total" and n:
+                out[kind] = out.get(kind, 0) + n
+    return out
+
+
 def summarize(topo, workload, runs):
     """The figures of one workload through one system from all its runs: the median, with
     every run's rate kept beside it, and the CPU-seconds per unit."""
@@ -399,12 +409,14 @@ def summarize(topo, workload, runs):
         res["rate_p50_us"] = r["results"]["latency_us"].get("p50_us")
         res["rate_p99_us"] = r["results"]["latency_us"].get("p99_us")
         res["rate_errors"] = sum(x["errors"]["total"] for x in runs)
+        res["rate_error_kinds"] = error_kinds(runs)
     elif workload == "http":
         h = median_run(runs, lambda x: x["results"]["requests_per_s"])
         res["http_rps"] = h["results"]["requests_per_s"]
         res["http_runs"] = [x["results"]["requests_per_s"] for x in runs]
         res["http_p99_us"] = h["results"]["latency_us"].get("p99_us")
         res["http_errors"] = sum(x["errors"]["total"] for x in runs)
+        res["http_error_kinds"] = error_kinds(runs)
     else:
         count = "tunnels" if workload in FIXED_TUNNEL_WORKLOADS else "requests"
         m = median_run(runs, lambda x: x["results"]["latency_us"].get("p99_us") or 0)
@@ -420,6 +432,7 @@ def summarize(topo, workload, runs):
             "softirq_cores": median(x["cpu"]["softirq_s"].get(sut, 0.0) / x["cpu"]["wall_s"]
                                     for x in runs) if sut is not None else None,
             "errors": sum(x["errors"]["total"] for x in runs),
+            "error_kinds": error_kinds(runs),
         }
     if workload in UNITS:
         cost_fields(topo, res, workload, runs, UNITS[workload])
@@ -455,6 +468,10 @@ def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed
                 for run in batch:
                     run["offered_per_s"] = {"fixed_rate": fixed_tunnels, "fixed_pipelined": fixed_tunnels,
                                             "fixed_http": fixed_requests}.get(w)
+                for run in batch:
+                    if run["errors"].get("total"):   # every kind is kept in the JSON too
+                        print("compare: round %d, %s, %s: errors %s" % (rnd + 1, n, w, {
+                            k: v for k, v in run["errors"].items() if v}), flush=True)
                 runs[n][w].append(batch)
         print("compare: round %d of %d done" % (rnd + 1, rounds), flush=True)
     figures = {}
@@ -509,6 +526,26 @@ def idle_memory(topo, proc, proxy, count, hold, spare_fds):
     while open_fds(proc.pid) > spare_fds and time.monotonic() < deadline:
         time.sleep(0.2)
     fds = open_fds(proc.pid)
+    leftover = None
+    if fds > spare_fds:   # what the proxy still holds, for the report
+        kinds = {}
+        for fd in os.listdir("/proc/%d/fd" % proc.pid):
+            try:
+                target = os.readlink("/proc/%d/fd/%s" % (proc.pid, fd))
+            except OSError:
+                continue
+            kind = target.split(":")[0] if ":" in target else "file"
+            kinds[kind] = kinds.get(kind, 0) + 1
+        ss = topo.run(topo.px, ["ss", "-tanpo"], timeout=30).stdout.decode(errors="replace")
+        mine = [line for line in ss.splitlines() if "pid=%d," % proc.pid in line]
+        states, sample = {}, []
+        for line in mine:
+            state = line.split()[0]
+            states[state] = states.get(state, 0) + 1
+            if states[state] <= 5:
+                sample.append(" ".join(line.split()))
+        leftover = {"kinds": kinds, "tcp_states": states, "tcp_sample": sample}
+        print("compare: the proxy still holds %d descriptors: %s" % (fds, leftover), flush=True)
     before = rss_kib(proc.pid)
     ready = os.path.join(topo.tmp, "idle.ready")
     if os.path.exists(ready):
@@ -531,7 +568,7 @@ def idle_memory(topo, proc, proxy, count, hold, spare_fds):
     topo.stop_process(p)
     with open(out) as f:
         errors = json.load(f).get("errors", {})
-    return {"tunnels": established, "of": count, "errors": errors, "proxy_fds_before": fds, "rss_before_kib": before,
+    return {"tunnels": established, "of": count, "errors": errors, "proxy_fds_before": fds, "leftover": leftover, "rss_before_kib": before,
             "rss_during_kib": during, "kib_per_tunnel": (during - before) / max(established, 1)}
 
 
