@@ -468,7 +468,6 @@ def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed
                 for run in batch:
                     run["offered_per_s"] = {"fixed_rate": fixed_tunnels, "fixed_pipelined": fixed_tunnels,
                                             "fixed_http": fixed_requests}.get(w)
-                for run in batch:
                     if run["errors"].get("total"):   # every kind is kept in the JSON too
                         print("compare: round %d, %s, %s: errors %s" % (rnd + 1, n, w, {
                             k: v for k, v in run["errors"].items() if v}), flush=True)
@@ -513,38 +512,42 @@ def open_fds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
+def holdings(topo, pid):
+    """What process `pid` (in "px") holds: its descriptors by kind, and its TCP sockets by
+    state with up to five lines of `ss` for each."""
+    kinds, states, sample = {}, {}, []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue   # closed meanwhile
+        kind = target.split(":")[0] if ":" in target else "file"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    ss = topo.run(topo.px, ["ss", "-tanpo"], timeout=30).stdout.decode(errors="replace")
+    for line in ss.splitlines():
+        if "pid=%d," % pid in line:
+            state = line.split()[0]
+            states[state] = states.get(state, 0) + 1
+            if states[state] <= 5:
+                sample.append(" ".join(line.split()))
+    return {"kinds": kinds, "tcp_states": states, "tcp_sample": sample}
+
+
 def idle_memory(topo, proc, proxy, count, hold, spare_fds):
     """Proxy RSS growth per idle tunnel while `count` tunnels are open."""
     # Warm the proxy up so allocator arenas and code pages are not charged to tunnels.
     bench(topo, ["idle-tunnels", "--proxy", proxy, "--target", "allowed.test:%d" % PORTS["discard"],
                  "--count", "200", "--hold", "1"], 60)
     time.sleep(0.5)
-    # The count leaves the proxy `spare_fds` descriptors beside two per tunnel. Connections
-    # of the runs before may still be closing: wait until the proxy holds no more than that
-    # (once, a run started at once fell 51 tunnels short, refused for want of descriptors).
+    # The count leaves the proxy `spare_fds` descriptors beside two per tunnel, and every
+    # one it still holds past that costs tunnels (refused for want of descriptors).
+    # Connections of the runs before may still be closing: wait for them.
     deadline = time.monotonic() + 30
     while open_fds(proc.pid) > spare_fds and time.monotonic() < deadline:
         time.sleep(0.2)
     fds = open_fds(proc.pid)
-    leftover = None
-    if fds > spare_fds:   # what the proxy still holds, for the report
-        kinds = {}
-        for fd in os.listdir("/proc/%d/fd" % proc.pid):
-            try:
-                target = os.readlink("/proc/%d/fd/%s" % (proc.pid, fd))
-            except OSError:
-                continue
-            kind = target.split(":")[0] if ":" in target else "file"
-            kinds[kind] = kinds.get(kind, 0) + 1
-        ss = topo.run(topo.px, ["ss", "-tanpo"], timeout=30).stdout.decode(errors="replace")
-        mine = [line for line in ss.splitlines() if "pid=%d," % proc.pid in line]
-        states, sample = {}, []
-        for line in mine:
-            state = line.split()[0]
-            states[state] = states.get(state, 0) + 1
-            if states[state] <= 5:
-                sample.append(" ".join(line.split()))
-        leftover = {"kinds": kinds, "tcp_states": states, "tcp_sample": sample}
+    leftover = holdings(topo, proc.pid) if fds > spare_fds else None
+    if leftover:
         print("compare: the proxy still holds %d descriptors: %s" % (fds, leftover), flush=True)
     before = rss_kib(proc.pid)
     ready = os.path.join(topo.tmp, "idle.ready")
@@ -568,8 +571,9 @@ def idle_memory(topo, proc, proxy, count, hold, spare_fds):
     topo.stop_process(p)
     with open(out) as f:
         errors = json.load(f).get("errors", {})
-    return {"tunnels": established, "of": count, "errors": errors, "proxy_fds_before": fds, "leftover": leftover, "rss_before_kib": before,
-            "rss_during_kib": during, "kib_per_tunnel": (during - before) / max(established, 1)}
+    return {"tunnels": established, "of": count, "errors": errors, "proxy_fds_before": fds,
+            "leftover": leftover, "rss_before_kib": before, "rss_during_kib": during,
+            "kib_per_tunnel": (during - before) / max(established, 1)}
 
 
 def on_sut_core(argv):

@@ -74,8 +74,8 @@ asio::awaitable<void> slot(Worker& w, Lane& lane, Shared& sh) {
     auto t1 = Clock::now();
     if (sh.echo) {
       // An echo server speaks only when spoken to: nothing may follow the 200 but, when
-      // the byte went with the CONNECT, its echo.
-      if (extra > (early ? 1u : 0u) || (extra == 1 && buf[0] != 'x')) {
+      // the byte went with the CONNECT, its echo (checked below with the one read here).
+      if (extra > (early ? 1u : 0u)) {
         ++lane.errors.protocol;
         continue;
       }
