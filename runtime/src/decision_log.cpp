@@ -439,7 +439,6 @@ void DecisionLog::run() {
   // per idle spell, not per record).
   unsigned idle = 0;
   for (;;) {
-    wakeups_.fetch_add(1, std::memory_order_relaxed);
     bool stopping = stopping_.load(std::memory_order_seq_cst);
     if (reopen_.exchange(false, std::memory_order_acq_rel) && !path_.empty()) {
       close_file();  // a rotation by someone else (logrotate): start PATH anew
@@ -454,12 +453,14 @@ void DecisionLog::run() {
     if (stopping) break;
     if (++idle < kIdlePolls) {
       std::this_thread::sleep_for(kPollInterval);
+      wakeups_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     asleep_.store(1, std::memory_order_seq_cst);
     if (queues_empty() && !stopping_.load(std::memory_order_seq_cst) &&
         !reopen_.load(std::memory_order_seq_cst)) {
       asleep_.wait(1, std::memory_order_seq_cst);  // until wake() stores 0
+      wakeups_.fetch_add(1, std::memory_order_relaxed);
     }
     asleep_.store(0, std::memory_order_relaxed);
     idle = 0;

@@ -132,8 +132,10 @@ class DecisionLog {
   // Close the file and open PATH anew before the next write (after an outside rotation;
   // vibepit-proxy calls it on SIGHUP). Any thread.
   void reopen();
-  // Times the writer thread has woken up: it polls while records come and sleeps while none
-  // do (for tests and for anyone counting an idle proxy's wake-ups).
+  // Times the writer thread has woken from a sleep (a poll's, or the long one a push ends):
+  // it polls while records come and sleeps while none do. Passes that find more records
+  // at once do not count; they cost no wake-up. For tests and for anyone counting an idle
+  // proxy's wake-ups.
   std::uint64_t writer_wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
 
   // The writer polls every kPollInterval while records come; after kIdlePolls empty polls
