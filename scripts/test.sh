@@ -110,6 +110,21 @@ run_ctest() {  # name, build dir, extra ctest args...
     tr '\n' ' ')
   names="${names% }"
   summary+=("$name: $((total - fail - skipped)) passed, $((fail + skipped)) failed ($skipped of them skipped)${names:+: $names}")
+  [ -z "$names" ] || digest_failures "$name" "$log"
+}
+
+# What a failed test said, in a few lines: its verdict line and the lines that carry an
+# assertion or a sanitizer report. .ci/run prints this last, where a tail of its output
+# still shows it.
+failures=()
+digest_failures() {  # stage name, ctest log
+  local lines
+  lines=$(grep -E -e '\*\*\*(Failed|Timeout|Exception|Skipped)|SEGFAULT' \
+    -e ': Failure$|^(  )?(Expected|Which is|Value of|  Actual|Expected:)' \
+    -e '^E  |Error: |AssertionError|^(FAIL|ERROR):' \
+    -e 'runtime error:|^SUMMARY: |WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer' "$2" |
+    sed -E 's/ \.{4,}/ /' | cut -c1-300 | head -n 40)
+  failures+=("-- $1 --" "$lines")
 }
 
 build_or_fail() {  # preset, configure args...
@@ -142,4 +157,15 @@ echo
 echo "== test summary =="
 for s in "${summary[@]}"; do echo "  $s"; done
 echo "all: $passed passed, $failed failed"
+if [ -n "${VIBEPIT_TEST_SUMMARY:-}" ]; then
+  {
+    echo "== test summary =="
+    for s in "${summary[@]}"; do echo "  $s"; done
+    echo "all: $passed passed, $failed failed"
+    if [ "${#failures[@]}" -gt 0 ]; then
+      echo "== what the failed tests said =="
+      printf '%s\n' "${failures[@]}"
+    fi
+  } >"$VIBEPIT_TEST_SUMMARY"
+fi
 exit "$status"
