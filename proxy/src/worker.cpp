@@ -18,6 +18,10 @@ namespace {
 
 using asio::ip::tcp;
 
+// TCP_DEFER_ACCEPT on the proxy's listeners, in seconds. The kernel rounds it to SYN-ACK
+// retransmissions; 1 is the shortest deferral it has.
+constexpr int kDeferAcceptSeconds = 1;
+
 // Best effort, never blocking: a refused client gets a clear status, not a silent reset.
 void refuse_now(tcp::socket& s, int status, std::string_view why) {
   auto text = make_error_response(status, ProxyError::proxy_internal_error, why, true);
@@ -55,8 +59,12 @@ void Worker::set_outside(LookupFn lookup, ConnectFn connect) {
 tcp::endpoint Worker::listen(const tcp::endpoint& want) {
   // SO_REUSEPORT: every worker has its own accept queue on one port. Accepted sockets
   // inherit TCP_NODELAY from the listener on Linux: one setsockopt here instead of one per
-  // connection.
-  auto s = runtime::listen_tcp(io_, want, {.reuse_port = true, .no_delay = true});
+  // connection. An HTTP client speaks first, so a client is accepted with its request
+  // already queued (TCP_DEFER_ACCEPT): the session's first read finds it, with no wait in
+  // between. A silent client is accepted after about a second, and the header timeout
+  // runs from then (docs/security.md).
+  auto s = runtime::listen_tcp(
+      io_, want, {.reuse_port = true, .no_delay = true, .defer_accept_s = kDeferAcceptSeconds});
   auto bound = s.local_endpoint();
   listeners_.push_back(std::move(s));
   return bound;

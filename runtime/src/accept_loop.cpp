@@ -1,6 +1,8 @@
 #include "vibepit/runtime/accept_loop.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -57,6 +59,12 @@ asio::ip::tcp::socket listen_tcp(asio::io_context& io, const asio::ip::tcp::endp
   }
   if (at.address().is_v6()) s.set_option(asio::ip::v6_only(true));
   if (options.no_delay) s.set_option(tcp::no_delay(true));
+  if (options.defer_accept_s > 0 &&
+      ::setsockopt(s.native_handle(), IPPROTO_TCP, TCP_DEFER_ACCEPT, &options.defer_accept_s,
+                   sizeof options.defer_accept_s) != 0) {
+    asio::detail::throw_error(asio::error_code(errno, asio::error::get_system_category()),
+                              "setsockopt TCP_DEFER_ACCEPT");
+  }
   s.bind(at);
   if (::listen(s.native_handle(), options.backlog) != 0) {
     asio::detail::throw_error(asio::error_code(errno, asio::error::get_system_category()),

@@ -61,9 +61,11 @@ class HeadLimitsTest(base.TopologyCase):
         self.assertStatus(resp, 200)
 
     def test_silent_client_times_out(self):
+        # The proxy's listener defers accepting a client until it sends (TCP_DEFER_ACCEPT,
+        # about 1 s for one that never does); the header timeout runs from the accept.
         c = self.raw(timeout=6)
         t0 = time.monotonic()
-        self.expect_timeout_answer(c, t0, 3.0)
+        self.expect_timeout_answer(c, t0, 3.5)
 
     def test_partial_head_times_out(self):
         c = self.raw(timeout=6)
@@ -202,6 +204,30 @@ class MaxConnectionsTest(base.TopologyCase):
         r = served_again(self, p, within=3)
         self.assertEqual(r.http_code, 200, "slots not released after clients left: %r%s" % (r, p.diag()))
 
+    def test_silent_clients_take_no_slot_before_they_send(self):
+        """The proxy accepts a client when its request arrives (TCP_DEFER_ACCEPT), so
+        clients that connect and say nothing do not fill max-connections: a client that
+        sends is served past them. Once the kernel stops deferring (about 1 s) they are
+        accepted, hold slots, and the header timeout closes them."""
+        p = self.start_proxy(allow_http=RULES, max_connections=8, header_timeout_ms=5000)
+        silent = []
+        try:
+            t0 = time.monotonic()
+            for _ in range(12):
+                silent.append(RawConn(self.topo, p.port))
+            c = RawConn(self.topo, p.port, timeout=3)
+            c.send("CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
+            resp = c.read_response("CONNECT")
+            took = time.monotonic() - t0
+            self.assertLess(took, 0.9, "too slow to tell deferral from a free slot" + p.diag())
+            self.assertStatus(resp, 200)
+            c.send(b"ping")
+            self.assertEqual(c.recv_exact(4), b"ping")
+            c.close()
+        finally:
+            for c in silent:
+                c.close()
+
 
 class DescriptorExhaustionTest(base.TopologyCase):
     """accept() failing with EMFILE must not crash, spin, or hurt established tunnels."""
@@ -222,7 +248,10 @@ class DescriptorExhaustionTest(base.TopologyCase):
         try:
             for _ in range(60):
                 try:
-                    flood.append(RawConn(self.topo, p.port, timeout=2))
+                    c = RawConn(self.topo, p.port, timeout=2)
+                    # One byte of a head: the listener accepts a client when it sends.
+                    c.sock.sendall(b"C")
+                    flood.append(c)
                 except OSError:
                     break
             time.sleep(0.5)

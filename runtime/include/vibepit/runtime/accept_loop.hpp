@@ -61,6 +61,11 @@ struct AcceptPolicy {
 struct ListenOptions {
   bool reuse_port = false;  // SO_REUSEPORT: one listener per worker on one port
   bool no_delay = false;    // TCP_NODELAY, inherited by every accepted socket (Linux)
+  // TCP_DEFER_ACCEPT: a client is accepted when its first bytes arrive, so the first read
+  // finds them; one that sends nothing is accepted after about this many seconds (the
+  // kernel's next SYN-ACK retransmission), and until then holds no descriptor. For
+  // protocols where the client speaks first. 0: off.
+  int defer_accept_s = 0;
   int backlog = asio::socket_base::max_listen_connections;
 };
 
