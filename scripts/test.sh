@@ -154,14 +154,15 @@ if [ -z "$quick" ] && build_or_fail fuzz; then run_ctest fuzz build-fuzz -L fuzz
 
 echo
 [ -z "$summary_e2e" ] || summary+=("$summary_e2e")
-echo "== test summary =="
-for s in "${summary[@]}"; do echo "  $s"; done
-echo "all: $passed passed, $failed failed"
+print_summary() {
+  echo "== test summary =="
+  for s in "${summary[@]}"; do echo "  $s"; done
+  echo "all: $passed passed, $failed failed"
+}
+print_summary
 if [ -n "${VIBEPIT_TEST_SUMMARY:-}" ]; then
   {
-    echo "== test summary =="
-    for s in "${summary[@]}"; do echo "  $s"; done
-    echo "all: $passed passed, $failed failed"
+    print_summary
     if [ "${#failures[@]}" -gt 0 ]; then
       echo "== what the failed tests said =="
       printf '%s\n' "${failures[@]}"
