@@ -5,7 +5,10 @@
 #include "modes.hpp"
 #include "tunnel.hpp"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <fstream>
 
 namespace vibepit::bench {
 
@@ -21,6 +24,7 @@ struct RateOptions {
   bool linger0 = false;
   bool pipeline = false;
   double rate = 0;
+  std::string samples_path;
 };
 
 struct Lane {
@@ -28,6 +32,8 @@ struct Lane {
   Samples setup;  // connect to the proxy's 200 (or to the TCP connect when direct)
   Errors errors;
   std::uint64_t completed = 0;
+  // With --samples: each tunnel's start (µs after the run's) and its two latencies (µs).
+  std::vector<std::array<std::uint32_t, 3>> each;
 };
 
 struct Shared {
@@ -39,8 +45,15 @@ struct Shared {
   bool linger0 = false;
   bool pipeline = false;  // the echo byte goes with the CONNECT (through a proxy)
   Pace pace;
+  Clock::time_point start;
+  bool keep_each = false;
   std::atomic<std::uint64_t> issued{0};
 };
+
+std::uint32_t to_us(Clock::duration d) {
+  return static_cast<std::uint32_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+}
 
 // A short pause after a failure keeps a refused port from turning into a busy loop.
 asio::awaitable<void> back_off(Worker& w) {
@@ -103,12 +116,24 @@ asio::awaitable<void> slot(Worker& w, Lane& lane, Shared& sh) {
     auto t2 = Clock::now();
     lane.setup.add(t1 - t0);
     lane.total.add(t2 - t0);
+    if (sh.keep_each) lane.each.push_back({to_us(t0 - sh.start), to_us(t2 - t0), to_us(t1 - t0)});
     ++lane.completed;
     if (sh.linger0) {
       asio::error_code ignored;
       c.socket().set_option(asio::socket_base::linger(true, 0), ignored);
     }
   }
+}
+
+// One line per tunnel, in order of start: start_us total_us setup_us. For finding out
+// whether the slow tunnels come together (after a stall) or alone.
+void write_each(const std::string& path, std::vector<std::array<std::uint32_t, 3>>& each) {
+  std::sort(each.begin(), each.end());
+  std::ofstream out(path);
+  if (!out) throw ConfigError("--samples: cannot write " + path);
+  out << "# start_us total_us setup_us\n";
+  for (const auto& e : each) out << e[0] << ' ' << e[1] << ' ' << e[2] << '\n';
+  if (!out.flush()) throw ConfigError("--samples: writing " + path + " failed");
 }
 
 ModeResult run_rate(const RateOptions& o) {
@@ -132,6 +157,8 @@ ModeResult run_rate(const RateOptions& o) {
     lane.setup.reserve(reserve_hint(o.max, ws.size()));
   }
   auto start = Clock::now();
+  sh.start = start;
+  sh.keep_each = !o.samples_path.empty();
   sh.end = start + duration;
   sh.pace = Pace{start, o.rate};
   for (unsigned i = 0; i < o.concurrency; ++i) {
@@ -148,7 +175,9 @@ ModeResult run_rate(const RateOptions& o) {
     all.setup.merge(lane.setup);
     all.errors.merge(lane.errors);
     all.completed += lane.completed;
+    all.each.insert(all.each.end(), lane.each.begin(), lane.each.end());
   }
+  if (sh.keep_each) write_each(o.samples_path, all.each);
   nlohmann::ordered_json j;
   j["mode"] = "connect-rate";
   j["parameters"] = {{"proxy", o.client.proxy},
@@ -204,6 +233,8 @@ void add_connect_rate(CLI::App& app, Runner& runner) {
   cmd->add_flag("--pipeline", o->pipeline,
                 "Send the echo byte with the CONNECT, before the 200, so that the client waits "
                 "once as a relay's client does (no effect without --proxy)");
+  cmd->add_option("--samples", o->samples_path,
+                  "Also write each tunnel's start and latencies (µs), one line each, to this file");
   cmd->add_flag("--linger0", o->linger0,
                 "Close with RST (SO_LINGER 0) so the client leaves no TIME_WAIT behind");
   cmd->callback([o, &runner] { runner = [o] { return run_rate(*o); }; });
