@@ -197,13 +197,7 @@ def main():
                     if len(got["base"]) > 2 else ""), flush=True)
             res["workloads"][w] = summarise(pairs)
             res["workloads"][w]["pairs_raw"] = pairs
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(res, f, indent=2)
-    lines = render(res)
-    print("\n".join(lines))
-    if args.markdown:
-        compare.write_block(args.markdown, "ab", lines, writer="bench/ab.py")
+    compare.publish(res, render(res), args.json, args.markdown, "ab", "bench/ab.py")
     print("ab: wrote", args.json)
 
 

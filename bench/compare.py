@@ -619,6 +619,17 @@ def write_block(path, name, lines, heading="", writer="bench/compare.sh"):
         f.write(text)
 
 
+def publish(res, lines, json_path, markdown, block, writer):
+    """A bench script's end: its results as JSON at `json_path`, its table on standard
+    output and, with `markdown`, as the generated block `block` of that file."""
+    os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
+    with open(json_path, "w") as f:
+        json.dump(res, f, indent=2)
+    print("\n".join(lines))
+    if markdown:
+        write_block(markdown, block, lines, writer=writer)
+
+
 COLUMNS = [("none", "no proxy (ceiling)"), ("haproxy", "haproxy (relay floor)"),
            ("vibepit", "vibepit-proxy"), ("squid", "squid"), ("tinyproxy", "tinyproxy")]
 
