@@ -80,12 +80,21 @@ summary_e2e="${summary_e2e:-}"
 status=0
 summary=()
 
+# How long each stage's build and tests took, on each summary line: CI's budget is 90 min,
+# and this says where it goes.
+build_s=0
+minutes() {  # seconds -> "12m05s"
+  printf '%dm%02ds' $(($1 / 60)) $(($1 % 60))
+}
+
 run_ctest() {  # name, build dir, extra ctest args...
   local name="$1" dir="$2"
   shift 2
   local log="$dir/ctest-$name.log"
+  local t0=$SECONDS
   ctest --test-dir "$dir" --output-on-failure --timeout 900 "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
+  local took="build $(minutes "$build_s"), tests $(minutes $((SECONDS - t0)))"
   local line
   line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
   local total fail
@@ -95,7 +104,7 @@ run_ctest() {  # name, build dir, extra ctest args...
     echo "test: $name ran no tests" >&2
     failed=$((failed + 1))
     status=1
-    summary+=("$name: no tests ran")
+    summary+=("$name: no tests ran ($took)")
     return
   fi
   # A skipped test counts as a failure here: the suite installs everything it needs.
@@ -109,7 +118,7 @@ run_ctest() {  # name, build dir, extra ctest args...
     sed -n -E 's/^[[:space:]]*[0-9]+ - (.*) \((Failed|Timeout|Not Run|SEGFAULT|Exception|Skipped)\)$/\1/p' |
     tr '\n' ' ')
   names="${names% }"
-  summary+=("$name: $((total - fail - skipped)) passed, $((fail + skipped)) failed ($skipped of them skipped)${names:+: $names}")
+  summary+=("$name: $((total - fail - skipped)) passed, $((fail + skipped)) failed ($skipped of them skipped; $took)${names:+: $names}")
   [ -z "$names" ] || digest_failures "$name" "$log"
 }
 
@@ -128,13 +137,15 @@ digest_failures() {  # stage name, ctest log
 }
 
 build_or_fail() {  # preset, configure args...
+  local t0=$SECONDS
   if ! scripts/build.sh "$@"; then
     echo "test: build of preset $1 failed" >&2
-    summary+=("$1: BUILD FAILED")
+    summary+=("$1: BUILD FAILED after $(minutes $((SECONDS - t0)))")
     failed=$((failed + 1))
     status=1
     return 1
   fi
+  build_s=$((SECONDS - t0))
 }
 
 if build_or_fail release -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON; then
@@ -158,6 +169,7 @@ print_summary() {
   echo "== test summary =="
   for s in "${summary[@]}"; do echo "  $s"; done
   echo "all: $passed passed, $failed failed"
+  echo "  (this script took $(minutes "$SECONDS") in all)"
 }
 print_summary
 if [ -n "${VIBEPIT_TEST_SUMMARY:-}" ]; then
