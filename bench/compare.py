@@ -47,7 +47,8 @@ SB_ADDR, PROXY_ADDR = "192.0.2.2", "192.0.2.1"  # RFC 5737 TEST-NET-1, inside ou
 PORTS = {"discard": 9001, "source": 9002, "echo": 9003, "http": 8080}
 # haproxy, the relay floor, listens on px for each of PORTS at RELAY_BASE + its index and
 # forwards to SERVER at that port: a plain TCP relay, no CONNECT. Below the ephemeral range.
-RELAY_BASE = 4001
+# A second instance (bench/tail.py's A/A column) takes the next RELAY_STRIDE ports.
+RELAY_BASE, RELAY_STRIDE = 4001, 10
 SUT_CPU, LOAD_CPU = 1, 0
 
 
@@ -161,21 +162,23 @@ def wait_for_listen(topo, proc, log, pattern, timeout=15):
     raise RuntimeError("%s did not start: %s" % (log, topo.read_log(log)))
 
 
-def start_vibepit(topo, threads):
+def start_vibepit(topo, threads, binary=None, name="vibepit"):
+    """vibepit-proxy from the topology's bin dir, or `binary` (another build, under its own
+    `name`, beside the first)."""
     cfg = {
         "proxy-listen": [PROXY_ADDR + ":0"],
         "upstream-dns": [netns.DNS_ADDR],
         "allow-http": ["allowed.test:*"],
-        "decision-log": os.path.join(topo.tmp, "decisions.ndjson"),
+        "decision-log": os.path.join(topo.tmp, "decisions-%s.ndjson" % name),
         "threads": threads,
         "max-connections": 100000,
     }
-    path = os.path.join(topo.tmp, "vibepit.json")
+    path = os.path.join(topo.tmp, "%s.json" % name)
     with open(path, "w") as f:
         json.dump(cfg, f)
-    p = topo.popen(topo.px, [topo.bin("vibepit-proxy"), "--config", path],
-                   log="vibepit")
-    m = wait_for_listen(topo, p, "vibepit", r"listening proxy 192\.0\.2\.1:(\d+)")
+    p = topo.popen(topo.px, [binary or topo.bin("vibepit-proxy"), "--config", path],
+                   log=name)
+    m = wait_for_listen(topo, p, name, r"listening proxy 192\.0\.2\.1:(\d+)")
     return p, "%s:%s" % (PROXY_ADDR, m.group(1))
 
 
@@ -236,11 +239,12 @@ PidFile "{d}/tinyproxy.pid"
     return p, via_proxy(PROXY_ADDR + ":8888", p.pid)
 
 
-def start_haproxy(topo):
+def start_haproxy(topo, instance=0):
     """haproxy as the relay floor: one thread, plain TCP, one frontend per server port,
     splicing both ways (forced: see below). It parses nothing and decides nothing, so no proxy can do less work
-    per byte or per connection."""
-    d = os.path.join(topo.tmp, "haproxy")
+    per byte or per connection. Instances 1, 2, ... are further copies on ports of their own."""
+    name = "haproxy" if instance == 0 else "haproxy-%d" % instance
+    d = os.path.join(topo.tmp, name)
     os.makedirs(d, exist_ok=True)
     conf = os.path.join(d, "haproxy.cfg")
     # haproxy refuses to start unless the open-file limit covers what maxconn can need (two
@@ -255,23 +259,23 @@ def start_haproxy(topo):
              "  timeout client 600s", "  timeout server 600s", "  maxconn %d" % maxconn]
     relay = {}
     for i, (kind, port) in enumerate(sorted(PORTS.items())):
-        relay[kind] = RELAY_BASE + i
+        relay[kind] = RELAY_BASE + instance * RELAY_STRIDE + i
         lines += ["listen relay_%s" % kind, "  bind %s:%d" % (PROXY_ADDR, relay[kind]),
                   "  server upstream %s:%d" % (SERVER, port)]
     with open(conf, "w") as f:
         f.write("\n".join(lines) + "\n")
-    p = topo.popen(topo.px, ["haproxy", "-db", "-f", conf], log="haproxy")
+    p = topo.popen(topo.px, ["haproxy", "-db", "-f", conf], log=name)
     deadline = time.monotonic() + 20
     for port in relay.values():
         while True:
             if p.poll() is not None:
-                raise RuntimeError("haproxy exited: " + topo.read_log("haproxy"))
+                raise RuntimeError("haproxy exited: " + topo.read_log(name))
             try:
                 topo.connect(topo.px, PROXY_ADDR, port, timeout=1.0).close()
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise RuntimeError("haproxy did not listen: " + topo.read_log("haproxy"))
+                    raise RuntimeError("haproxy did not listen: " + topo.read_log(name))
                 time.sleep(0.05)
     return p, Column("none", lambda kind: "%s:%d" % (PROXY_ADDR, relay[kind]), p.pid)
 

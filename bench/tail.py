@@ -8,7 +8,8 @@ bench/compare.py.
 First, with no load, a probe on each core: a busy loop that reads the clock and counts the
 gaps in which something else had the core (the machine's own stalls, which both systems
 under test meet alike). Then rounds of `vibepit-bench connect-rate --rate R --samples F`,
-the two systems interleaved, order alternating. From the pooled samples of each system:
+the systems interleaved, the order rotating by one each round. From the pooled samples of
+each system:
 
 - percentiles, and how many tunnels took longer than 0.5, 1 and 2 ms;
 - the stalls: slow tunnels (over 2 ms) grouped when they started within 3 ms of each other,
@@ -19,7 +20,9 @@ the two systems interleaved, order alternating. From the pooled samples of each 
 
 vibepit-proxy runs twice per round: as a client uses it (CONNECT, wait for the 200, send),
 and with the client's byte sent along with the CONNECT, so that the client waits once, as
-a relay's client does.
+a relay's client does. haproxy runs twice too, as two instances with identical
+configurations (an A/A pair): the difference between their p99s is what this machine
+cannot tell apart, the yardstick for every other difference in the table.
 
 Traffic goes only to addresses inside the namespaces this script creates.
 """
@@ -44,6 +47,8 @@ from harness import netns  # noqa: E402
 STALL_US = 2000   # a tunnel this slow waited through a stall
 SLOW_US = 500     # about twice the median through either system
 GROUP_US = 3000   # slow tunnels that started this close together met the same stall
+AGAIN = "haproxy again"  # the second instance of the same relay
+BASE = "vibepit-proxy, base"  # --base: another build, run as the first column is
 
 PROBE = r"""
 import sys, time
@@ -120,6 +125,8 @@ def main():
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-tail.json"))
     ap.add_argument("--markdown", help="also write the table as block 'tail' of this file")
     ap.add_argument("--keep", help="also copy every run's samples into this directory")
+    ap.add_argument("--base", help="also run the vibepit-proxy of this bin dir (a build to "
+                    "compare against, as bench/ab.py's --base) as a column of its own")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("tail: needs root (network namespaces)")
@@ -137,8 +144,15 @@ def main():
         proxy = compare.via_proxy(addr, p.pid)
         # The second vibepit-proxy column sends the client's byte with the CONNECT, so that
         # its client waits once, as a relay's does (--pipeline): the protocol's extra turn out.
-        cols = {"vibepit-proxy": (proxy, []), "vibepit, pipelined": (proxy, ["--pipeline"]),
-                "haproxy": (compare.start_haproxy(topo)[1], [])}
+        # The second haproxy is the same relay again: the A/A pair.
+        cols = {"vibepit-proxy": (proxy, [])}
+        if args.base:
+            bp, baddr = compare.start_vibepit(
+                topo, 1, os.path.join(os.path.abspath(args.base), "vibepit-proxy"), "base")
+            cols[BASE] = (compare.via_proxy(baddr, bp.pid), [])
+        cols.update({"vibepit, pipelined": (proxy, ["--pipeline"]),
+                     "haproxy": (compare.start_haproxy(topo)[1], []),
+                     AGAIN: (compare.start_haproxy(topo, 1)[1], [])})
         base = ["connect-rate", "--concurrency", "32", "--linger0", "--max", "2000000"]
         for col, _ in cols.values():  # warm-up: the name is resolved and cached
             compare.bench(topo, base + ["--proxy", col.proxy, "--target", col.target("echo"),
@@ -148,8 +162,7 @@ def main():
         p99 = {name: [] for name in cols}
         for r in range(args.rounds):
             order = list(cols.items())
-            if r % 2:
-                order.reverse()
+            order = order[r % len(order):] + order[:r % len(order)]  # each takes every place
             for name, (col, extra) in order:
                 path = os.path.join(topo.tmp, "samples-%s-%d.txt" % (name, r))
                 run = compare.metered(topo, col, base + [
@@ -189,12 +202,21 @@ def render(out):
             ("tunnels over 0.5 ms alone", "slow_alone", "%d"),
             ("their latency before the 200 (share)", "slow_setup_share", "%.2f"),
             ("CPU-s per 1 000 tunnels (process)", "cpu_s_per_1000", "%.3f")]
+    base = out["systems"]["haproxy"]
     for label, key, fmt in rows:
         cells = []
         for n in names:
             v = out["systems"][n].get(key)
-            cells.append("-" if v is None or (key == "slow_setup_share" and n != "vibepit-proxy") else fmt % v)
+            cells.append("-" if v is None or (key == "slow_setup_share" and n not in ("vibepit-proxy", BASE))
+                         else fmt % v)
         lines.append("| %s | %s |" % (label, " | ".join(cells)))
+    lines.append("| pooled p99 minus haproxy's (µs) | %s |" % " | ".join(
+        "%+d" % (out["systems"][n]["p99_us"] - base["p99_us"]) if n != "haproxy" else "-"
+        for n in names))
+    lines.append("| each round's p99 minus haproxy's (µs) | %s |" % " | ".join(
+        ", ".join("%+d" % (a - b) for a, b in zip(out["systems"][n]["p99_rounds_us"],
+                                                 base["p99_rounds_us"]) if a and b)
+        if n != "haproxy" else "-" for n in names))
     lines.append("| p99 of each round (µs) | %s |" % " | ".join(
         ", ".join(str(v) for v in out["systems"][n]["p99_rounds_us"]) for n in names))
     lines.append("| CPU-s per 1 000 tunnels, each round | %s |" % " | ".join(
