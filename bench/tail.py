@@ -72,11 +72,6 @@ def probe_cores(cores, seconds):
     return out
 
 
-def read_samples(path):
-    with open(path) as f:
-        return [tuple(map(int, line.split())) for line in f if not line.startswith("#")]
-
-
 def analyse(runs, duration):
     """Figures of one system from its runs' samples (lists of (start, total, setup) in µs)."""
     lat = sorted(t for rows in runs for _, t, _ in rows)
@@ -169,7 +164,7 @@ def main():
                     "--proxy", col.proxy, "--target", col.target("echo"), "--duration",
                     str(args.duration), "--rate", str(args.rate), "--samples", path] + extra,
                     args.duration + 60)
-                samples[name].append(read_samples(path))
+                samples[name].append(compare.read_samples(path))
                 cpu[name].append(run["cpu"]["process_s"])
                 if args.keep:
                     shutil.copy(path, args.keep)
