@@ -18,9 +18,13 @@ scripts/build.sh release -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON
 proxy_json=build/bench-results.json
 dns_json=build/bench-dns-results.json
 plot() {  # the plot from whichever of the two runs exist; Debian's python3 has matplotlib
-  local args=()
+  local args=() json
   [ -f "$proxy_json" ] && args+=(--proxy "$proxy_json")
   [ -f "$dns_json" ] && args+=(--dns "$dns_json")
+  for json in "$proxy_json" "$dns_json"; do
+    [ -f "$json" ] || echo "compare.sh: no $json in this checkout: docs/bench-cpu.png is" \
+      "drawn without its panels (run the other half of bench/compare.sh too)" >&2
+  done
   /usr/bin/python3 bench/plot_cost.py "${args[@]}" --out docs/bench-cpu.png
 }
 case "${1:-all}" in
