@@ -395,14 +395,15 @@ def read_samples(path):
 
 
 def pooled(latencies):
-    """Percentiles of latencies pooled over every round's run. One 5 s round's p99 rests on
-    the hundred slowest tunnels, and two identical relays' per-round p99s differ by up to
-    500 µs here (bench/tail.py's A/A pair); pooled over the rounds they differ by about 100."""
+    """Percentiles of latencies (µs) pooled over every round's run. One 5 s round's p99
+    rests on its hundred slowest tunnels, and two identical relays' per-round p99s differ by
+    up to 500 µs here (bench/tail.py's A/A pair); pooled over the rounds they differ by
+    about 100."""
     lat = sorted(latencies)
     if not lat:
         return None
     q = lambda p: lat[min(len(lat) - 1, int(len(lat) * p))]  # noqa: E731
-    return {"tunnels": len(lat), "p50_us": q(0.5), "p90_us": q(0.9), "p99_us": q(0.99)}
+    return {"count": len(lat), "p50_us": q(0.5), "p90_us": q(0.9), "p99_us": q(0.99)}
 
 
 def error_kinds(runs):
@@ -827,8 +828,9 @@ def render(results, path):
         "",
     ] + loads + [
         "",
-        "Targets (CPU compared as process + softirq; a ratio or difference is the median of "
-        "the per-round ones, their range beside it):",
+        "Targets (CPU compared as process + softirq; a CPU ratio is the median of the "
+        "per-round ones, a p99 difference that of every round's tunnels pooled; the per-round "
+        "range beside each):",
         "",
         "| target | measured | goal | |",
         "|---|---|---|---|",
