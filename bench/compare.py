@@ -403,7 +403,8 @@ def pooled(latencies):
     if not lat:
         return None
     q = lambda p: lat[min(len(lat) - 1, int(len(lat) * p))]  # noqa: E731
-    return {"count": len(lat), "p50_us": q(0.5), "p90_us": q(0.9), "p99_us": q(0.99)}
+    return {"count": len(lat), "p50_us": q(0.5), "p90_us": q(0.9), "p99_us": q(0.99),
+            "p999_us": q(0.999)}
 
 
 def error_kinds(runs):

@@ -250,15 +250,15 @@ def measure_rounds(topo, servers, paths, args):
             qps = [r for batch in runs[n][stream]["qps"] for r in batch]
             lat = runs[n][stream]["lat"]
             med = compare.median_run(qps, lambda r: r["qps"])
+            # The fixed-load percentiles are of every round's queries pooled; each round's p99
+            # is kept beside them.
+            pooled = compare.pooled(every[n][stream])
             figures[n][stream] = {
                 "qps": med["qps"], "qps_runs": [r["qps"] for r in qps],
                 "lost": med["lost"], "rcodes": med["rcodes"],
                 "cpu_per_1k": compare.median(r["cpu_per_1k"] for r in qps),
                 "softirq_per_1k": compare.median(r["softirq_per_1k"] for r in qps),
-                # The fixed-load percentiles are of every round's queries pooled
-                # (compare.pooled); each round's p99 is kept beside them.
-                "p50_us": compare.pooled(every[n][stream])["p50_us"],
-                "p99_us": compare.pooled(every[n][stream])["p99_us"],
+                "p50_us": pooled["p50_us"], "p99_us": pooled["p99_us"],
                 "p99_runs": [x["p99_us"] for x in lat],
                 "samples": sum(x["samples"] for x in lat),
                 "fixed_cores": compare.median(x["fixed_cores"] for x in lat)}

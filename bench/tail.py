@@ -74,13 +74,12 @@ def probe_cores(cores, seconds):
 
 def analyse(runs, duration):
     """Figures of one system from its runs' samples (lists of (start, total, setup) in µs)."""
-    lat = sorted(t for rows in runs for _, t, _ in rows)
+    lat = [t for rows in runs for _, t, _ in rows]
     n = len(lat)
     if n == 0:
         return {"tunnels": 0}
-    q = lambda p: lat[min(n - 1, int(n * p))]  # noqa: E731
-    res = {"tunnels": n,
-           "p50_us": q(0.5), "p90_us": q(0.9), "p99_us": q(0.99), "p999_us": q(0.999),
+    pct = compare.pooled(lat)
+    res = {"tunnels": n, **{k: v for k, v in pct.items() if k != "count"},
            "over_pct": {str(x): 100.0 * sum(1 for v in lat if v > x) / n for x in (500, 1000, 2000)}}
     groups, sizes, shadowed, alone, setup_share = 0, [], 0, 0, []
     for rows in runs:
