@@ -87,6 +87,9 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
                                      std::uint64_t& counter) {
   Pipe pipe;
   if (!pipe.open()) co_return Outcome::splice_refused;
+  // While `to` is full, what reaches `from` only wakes the thread: `from` is not listened to
+  // from then until this pump next has to wait for it (runtime/reactor.hpp).
+  runtime::ReadInterest reads(from);
   int burst = kBurst;
   for (;;) {
     ssize_t n = ::splice(from.native_handle(), nullptr, pipe.write_end(), nullptr, kSpliceChunk,
@@ -94,6 +97,7 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {
+        if (!reads.resume()) co_return Outcome::failed;
         if (!co_await wait_edge(from, runtime::Edge::read)) co_return Outcome::failed;
         burst = kBurst;
         continue;
@@ -110,6 +114,7 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
       if (m < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN) {
+          reads.pause();
           if (!co_await wait_edge(to, runtime::Edge::write)) co_return Outcome::failed;
           continue;
         }

@@ -1,8 +1,10 @@
 #include "vibepit/runtime/reactor.hpp"
 
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstdint>
 
 #include <asio/redirect_error.hpp>
 #include <asio/use_awaitable.hpp>
@@ -13,7 +15,44 @@ namespace {
 asio::error_code errno_code(int e) {
   return asio::error_code(e, asio::error::get_system_category());
 }
+
+// ReadInterest needs two private members of Asio's epoll reactor: its epoll descriptor and a
+// descriptor's registered events. An explicit instantiation may name private members
+// ([temp.spec.general]/6), and the friend it defines hands the member pointer out. Here, in
+// one translation unit, because a program may hold each such instantiation only once.
+template <class Tag, typename Tag::type Member>
+struct Expose {
+  friend typename Tag::type member_of(Tag) { return Member; }
+};
+struct EpollFd {
+  using type = int asio::detail::epoll_reactor::*;
+  friend type member_of(EpollFd);
+};
+struct RegisteredEvents {
+  using type = std::uint32_t asio::detail::epoll_reactor::descriptor_state::*;
+  friend type member_of(RegisteredEvents);
+};
+template struct Expose<EpollFd, &asio::detail::epoll_reactor::epoll_fd_>;
+template struct Expose<RegisteredEvents,
+                       &asio::detail::epoll_reactor::descriptor_state::registered_events_>;
 }  // namespace
+
+bool ReadInterest::set(bool reads) {
+  auto& impl = reactor_detail::Internals<asio::ip::tcp::socket>::of(socket_);
+  asio::detail::epoll_reactor::descriptor_state* state = impl.reactor_data_;
+  if (impl.socket_ == asio::detail::invalid_socket || state == nullptr) return false;
+  const std::uint32_t registered = state->*member_of(RegisteredEvents{});
+  if (registered == 0) return false;  // not in epoll at all
+  auto& reactor = asio::use_service<asio::detail::epoll_reactor>(
+      asio::query(socket_.get_executor(), asio::execution::context));
+  epoll_event ev{};
+  // EPOLLPRI goes too: a socket's data-ready wake-up carries EPOLLIN | EPOLLPRI, and epoll
+  // wakes its waiter if either is registered (what it then reports is whatever else is
+  // true, such as EPOLLOUT). Urgent data is not used here.
+  ev.events = reads ? registered : registered & ~static_cast<std::uint32_t>(EPOLLIN | EPOLLPRI);
+  ev.data.ptr = state;
+  return ::epoll_ctl(reactor.*member_of(EpollFd{}), EPOLL_CTL_MOD, impl.socket_, &ev) == 0;
+}
 
 asio::awaitable<asio::error_code> connect_fresh(asio::ip::tcp::socket& socket,
                                                 asio::ip::tcp::endpoint to) {

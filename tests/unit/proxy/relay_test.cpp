@@ -32,6 +32,17 @@ std::string pattern(std::size_t n, unsigned seed) {
   return s;
 }
 
+// The relay under test on `io`, with no activity callback.
+void spawn_relay(asio::io_context& io, tcp::socket& client_side, tcp::socket& upstream_side,
+                 bool use_splice, RelayStats& stats) {
+  asio::co_spawn(
+      io,
+      [&, use_splice]() -> asio::awaitable<void> {
+        co_await relay(client_side, upstream_side, use_splice, [] {}, stats);
+      },
+      asio::detached);
+}
+
 class Relay : public ::testing::TestWithParam<bool> {};
 
 TEST_P(Relay, CarriesBothDirectionsIntactAndPropagatesHalfClose) {
@@ -126,13 +137,7 @@ TEST_P(Relay, BytesBufferedBeforeTheRelayStartsAreForwardedWithoutMoreTraffic) {
     io.restart();
   }
   RelayStats stats;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        co_await relay(
-            client_side, upstream_side, GetParam(), [] {}, stats);
-      },
-      asio::detached);
+  spawn_relay(io, client_side, upstream_side, GetParam(), stats);
   std::string got(burst.size(), '\0');
   std::thread reader([&] {
     timeval tv{5, 0};  // a stall fails the test instead of hanging it
@@ -146,6 +151,64 @@ TEST_P(Relay, BytesBufferedBeforeTheRelayStartsAreForwardedWithoutMoreTraffic) {
   io.run_for(std::chrono::seconds(10));
   reader.join();
   EXPECT_TRUE(got == burst);
+}
+
+TEST_P(Relay, ASlowReceiverGetsEverythingAndLaterBytesStillFlow) {
+  // The server sends far more than the buffers hold while the client reads slowly, so the
+  // relay's writes to the client block and it stops listening to the server meanwhile
+  // (runtime::ReadInterest). Everything must arrive in order; and once all is read, bytes the
+  // server sends later, without closing, must still be forwarded: listening resumed.
+  asio::io_context io;
+  auto [client_app, client_side] = socket_pair(io);
+  auto [upstream_side, server_app] = socket_pair(io);
+  const auto bulk = pattern(8 * 1024 * 1024 + 11, 4);
+  const auto later = pattern(100, 5);
+  RelayStats stats;
+  spawn_relay(io, client_side, upstream_side, GetParam(), stats);
+  std::thread io_thread([&] { io.run_for(std::chrono::seconds(60)); });
+  std::thread server([&] {
+    asio::error_code ec;
+    asio::write(server_app, asio::buffer(bulk), ec);
+    EXPECT_FALSE(ec) << ec.message();
+  });
+  // Plain recv() with a receive timeout: a stall fails the test instead of hanging it (Asio's
+  // blocking read would poll on after the timeout).
+  timeval tv{5, 0};
+  setsockopt(client_app.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  auto read_up_to = [&](char* to, std::size_t n) {
+    const ssize_t r = ::recv(client_app.native_handle(), to, n, 0);
+    return r > 0 ? static_cast<std::size_t>(r) : 0;
+  };
+  std::string got(bulk.size(), '\0');
+  std::size_t have = 0;
+  for (std::size_t r = 1; have < got.size() && r > 0;) {
+    r = read_up_to(got.data() + have, std::min<std::size_t>(64 * 1024, got.size() - have));
+    have += r;
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  asio::error_code ec;
+  if (have < got.size()) {  // stalled: unblock the server's write and the loop, then fail
+    server_app.shutdown(tcp::socket::shutdown_both, ec);
+    server.join();
+    io.stop();
+    io_thread.join();
+    FAIL() << "the relay stalled after " << have << " of " << bulk.size() << " bytes";
+  }
+  server.join();
+  EXPECT_TRUE(got == bulk);
+  asio::write(server_app, asio::buffer(later), ec);
+  std::string got_later(later.size(), '\0');
+  std::size_t late = 0;
+  for (std::size_t r = 1; late < later.size() && r > 0;) {
+    r = read_up_to(got_later.data() + late, later.size() - late);
+    late += r;
+  }
+  EXPECT_EQ(late, later.size()) << "bytes sent after the slow spell did not arrive";
+  EXPECT_TRUE(got_later == later);
+  client_app.close();
+  server_app.close();
+  io_thread.join();
+  EXPECT_EQ(stats.spliced, GetParam());  // known once the relay has ended
 }
 
 INSTANTIATE_TEST_SUITE_P(SpliceAndCopy, Relay, ::testing::Values(true, false),

@@ -209,6 +209,100 @@ TEST(EdgeWait, AWriteWaitCompletesWhenThePeerMakesRoom) {
   EXPECT_FALSE(done->value());
 }
 
+// ReadInterest: while reads are paused, bytes that arrive raise no edge, so a wait for reading
+// sleeps through them (this is the wake-up saved); resuming reports them at once.
+TEST(ReadInterest, PausedReadsDoNotCompleteAWaitAndResumingDoes) {
+  Pair p;
+  Pair::drain(p.near);
+  ReadInterest reads(p.near);
+  reads.pause();
+  ASSERT_TRUE(reads.paused()) << "the registration was not changed";
+  auto done = p.wait(Edge::read);
+  p.put(p.far, 100);
+  p.settle();
+  EXPECT_FALSE(done->has_value()) << "bytes raised an edge while reads were paused";
+  ASSERT_TRUE(reads.resume());
+  EXPECT_FALSE(reads.paused());
+  p.settle();
+  ASSERT_TRUE(done->has_value()) << "resuming did not report the bytes that came meanwhile";
+  EXPECT_FALSE(done->value());
+  EXPECT_EQ(Pair::drain(p.near), 100u);
+  p.wait_and_read(5);  // and reads are reported as before
+}
+
+// The relay's order: pause, read what came meanwhile without waiting, and resume only when a
+// read says EAGAIN. Bytes that arrive after that read and before the resume were never reported
+// (the reactor's memory of an edge was consumed before the pause): the resume must report them.
+TEST(ReadInterest, BytesBetweenTheLastReadAndTheResumeAreNotLost) {
+  Pair p;
+  Pair::drain(p.near);
+  p.wait_and_read(10);  // the edge on record is consumed
+  ReadInterest reads(p.near);
+  reads.pause();
+  p.put(p.far, 40);
+  p.settle();
+  EXPECT_EQ(Pair::drain(p.near), 40u);  // read without waiting: no edge needed
+  p.put(p.far, 30);
+  p.settle();
+  ASSERT_TRUE(reads.resume());
+  auto done = p.wait(Edge::read);
+  p.settle();
+  ASSERT_TRUE(done->has_value()) << "30 bytes wait unreported after the resume";
+  EXPECT_EQ(Pair::drain(p.near), 30u);
+}
+
+// Leaving the scope resumes: a ReadInterest that ends paused does not leave the socket deaf.
+TEST(ReadInterest, TheDestructorResumes) {
+  Pair p;
+  Pair::drain(p.near);
+  {
+    ReadInterest reads(p.near);
+    reads.pause();
+    ASSERT_TRUE(reads.paused());
+  }
+  p.wait_and_read(12);
+}
+
+// A reset ends a wait even while reads are paused (EPOLLERR and EPOLLHUP stay registered), so a
+// pump never sleeps through its connection's end.
+TEST(ReadInterest, AResetEndsAWaitWhileReadsArePaused) {
+  Pair p;
+  Pair::drain(p.near);
+  ReadInterest reads(p.near);
+  reads.pause();
+  ASSERT_TRUE(reads.paused());
+  auto done = p.wait(Edge::read);
+  p.settle();
+  EXPECT_FALSE(done->has_value());
+  linger l{1, 0};
+  ASSERT_EQ(::setsockopt(p.far.native_handle(), SOL_SOCKET, SO_LINGER, &l, sizeof l), 0);
+  p.far.close();
+  p.settle();
+  ASSERT_TRUE(done->has_value()) << "a reset went unreported while reads were paused";
+}
+
+// Waits for writing are untouched by a pause of reads.
+TEST(ReadInterest, WriteWaitsStillComplete) {
+  Pair p;
+  ReadInterest reads(p.near);
+  reads.pause();
+  ASSERT_TRUE(reads.paused());
+  auto done = p.wait(Edge::write);  // a new socket's write edge on record: at once
+  p.settle();
+  ASSERT_TRUE(done->has_value());
+  EXPECT_FALSE(done->value());
+}
+
+// A closed socket cannot be paused, and says so.
+TEST(ReadInterest, AClosedSocketIsNotPaused) {
+  Pair p;
+  p.near.close();
+  ReadInterest reads(p.near);
+  reads.pause();
+  EXPECT_FALSE(reads.paused());
+  EXPECT_TRUE(reads.resume());
+}
+
 // Datagrams: the DNS server's loop waits after a recvmmsg() that came back short.
 TEST(EdgeWait, WorksOnDatagramSockets) {
   asio::io_context io{1};

@@ -1,7 +1,7 @@
 #pragma once
-// The two places where vibepit works below Asio's public interface, with its epoll reactor
-// (Asio 1.22, asio::detail; the checks below pin the version and the back end). Both save
-// system calls on every connection and change nothing else.
+// The three places where vibepit works below Asio's public interface, with its epoll reactor
+// (Asio 1.22, asio::detail; the checks below pin the version and the back end). Each saves
+// system calls or wake-ups and changes nothing else.
 //
 // 1. async_wait_edge(): waiting for a socket's next readiness edge without a system call.
 //
@@ -178,6 +178,47 @@ void adopt_fresh(Socket& socket, const typename Socket::protocol_type& protocol,
   // the assumed edge it would first add EPOLLOUT to the registration and wait for it).
   async_wait_edge(socket, Edge::read, [](const asio::error_code&) {});
 }
+
+// 3. ReadInterest: not being woken for what a pump cannot use yet.
+//
+// Asio registers every socket for EPOLLIN (edge-triggered) once and for all. A pump whose
+// receiver is full waits for room to write, and meanwhile every segment that reaches its
+// source still raises an edge, which wakes the thread for nothing to do: in a bulk download
+// through a slower client, about four wake-ups (an epoll_wait each) per chunk moved.
+// pause() takes EPOLLIN (and EPOLLPRI, which every data-ready wake-up also carries) out of
+// the source's registration (EPOLL_CTL_MOD) until resume() puts them back. Resuming reports at once what arrived meanwhile: EPOLL_CTL_MOD re-reads the
+// descriptor's state, so the edge the pause held back is not lost, and a wait for the next
+// edge after resume() follows the contract above unchanged. EPOLLERR and EPOLLHUP stay
+// registered throughout, and the paused pump's own reads do not need the registration.
+// What Asio asks of the registration meanwhile (EPOLLOUT for a write wait) it still gets:
+// Asio keeps its own copy of the events and re-registers from it, which resumes reads early
+// at worst. On the thread that runs the socket's io_context only.
+class ReadInterest {
+ public:
+  explicit ReadInterest(asio::ip::tcp::socket& socket) : socket_(socket) {}
+  ReadInterest(const ReadInterest&) = delete;
+  ReadInterest& operator=(const ReadInterest&) = delete;
+  ~ReadInterest() {
+    if (paused_) set(true);
+  }
+  // Best effort: if the kernel refuses, the pump is woken for nothing, as before.
+  void pause() {
+    if (!paused_) paused_ = set(false);
+  }
+  // False if EPOLLIN could not be put back, in which case the socket's reads would never be
+  // reported again: the caller must not wait for them (treat it as a failed connection).
+  bool resume() {
+    if (!paused_) return true;
+    paused_ = false;
+    return set(true);
+  }
+  bool paused() const { return paused_; }
+
+ private:
+  bool set(bool reads);
+  asio::ip::tcp::socket& socket_;
+  bool paused_ = false;
+};
 
 // Connect `socket` (closed) to `to` on a fresh descriptor (socket() with SOCK_NONBLOCK and
 // SOCK_CLOEXEC, adopt_fresh): connect(), one re-arming wait for writability, and
