@@ -664,6 +664,7 @@ def publish(res, lines, json_path, markdown, block, writer):
 
 
 COLUMNS = [("none", "no proxy (ceiling)"), ("haproxy", "haproxy (relay floor)"),
+           ("haproxy-again", "haproxy again (A/A)"),
            ("vibepit", "vibepit-proxy"), ("squid", "squid"), ("tinyproxy", "tinyproxy")]
 
 
@@ -744,35 +745,48 @@ def render(results, path):
 
     rounds = results.get("per_round", {})
 
-    def pairs(key, other):
-        """(vibepit, other) per round in which both completed `key`."""
-        a, b = rounds.get("vibepit", {}).get(key, []), rounds.get(other, {}).get(key, [])
+    def pairs(key, other, who="vibepit"):
+        """(who, other) per round in which both completed `key`."""
+        a, b = rounds.get(who, {}).get(key, []), rounds.get(other, {}).get(key, [])
         return [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+
+    # The A/A pair: a second haproxy with the same configuration, measured like the others.
+    # Whatever separates the two is the machine; each target on haproxy is followed by the
+    # same comparison between them.
+    aa = "haproxy-again"
+    aa_goal = "what the machine cannot tell apart"
+
+    def ratio(p):
+        """(median of the per-round ratios, its text with both medians and the spread)."""
+        ratios = [x / y for x, y in p]
+        r = statistics.median(ratios)
+        return r, "%.2f× (%.3f vs %.3f%s)" % (r, statistics.median(x for x, _ in p),
+                                               statistics.median(y for _, y in p),
+                                               spread(ratios, "%.2f×"))
 
     def cost_target(label, key, other, factor):
         """vibepit's CPU per unit against `other`'s: the median of the per-round ratios."""
-        p = pairs(key, other)
-        if not p:
-            return
-        ratios = [x / y for x, y in p]
-        r = statistics.median(ratios)
-        targets.append(target("%s vs %s" % (label, other),
-                              "%.2f× (%.3f vs %.3f%s)" % (r, statistics.median(x for x, _ in p),
-                                                           statistics.median(y for _, y in p),
-                                                           spread(ratios, "%.2f×")),
-                              "≤ %s×" % factor, r <= factor))
+        for who in ("vibepit", aa) if other == "haproxy" else ("vibepit",):
+            p = pairs(key, other, who)
+            if not p:
+                continue
+            r, value = ratio(p)
+            if who == aa:
+                targets.append(target("(A/A) %s, haproxy again vs haproxy" % label, value, aa_goal, None))
+            else:
+                targets.append(target("%s vs %s" % (label, other), value, "≤ %s×" % factor, r <= factor))
 
     def pooled_p99(system, key):
         fig = (results["peers"].get(system) or {}).get(key) or {}
         return (fig.get("pooled") or {}).get("p99_us")
 
-    def p99_row(label, key, other, goal, ok):
-        """vibepit's p99 at the fixed set-up load minus `other`'s: every round's tunnels
+    def p99_row(label, key, other, goal, ok, who="vibepit"):
+        """`who`'s p99 at the fixed set-up load minus `other`'s: every round's tunnels
         pooled (the per-round differences beside it, for their spread)."""
-        a, b = pooled_p99("vibepit", key), pooled_p99(other, "fixed_rate")
+        a, b = pooled_p99(who, key), pooled_p99(other, "fixed_rate")
         if a is None or b is None:
             return
-        diffs = [x - y for x, y in zip(rounds.get("vibepit", {}).get(key, []),
+        diffs = [x - y for x, y in zip(rounds.get(who, {}).get(key, []),
                                        rounds.get(other, {}).get("fixed_rate", []))
                  if x is not None and y is not None]
         targets.append(target(label, "%d vs %d µs pooled, difference %+d µs%s" % (
@@ -781,6 +795,9 @@ def render(results, path):
     def p99_target(other, goal, margin_us):
         p99_row("set-up p99 at %s tunnels/s vs %s" % (ft, other), "fixed_rate", other, goal,
                 lambda d: d <= margin_us)
+        if other == "haproxy":
+            p99_row("(A/A) set-up p99 at %s tunnels/s, haproxy again vs haproxy" % ft, "fixed_rate",
+                    other, aa_goal, lambda d: None, who=aa)
     cost_target("bulk CPU-s per GB", "throughput", "haproxy", 1.05)
     cost_target("set-up CPU-s per 1 000 tunnels", "rate", "haproxy", 1.3)
     cost_target("set-up CPU-s per 1 000 tunnels", "rate", "squid", 0.5)
@@ -791,6 +808,14 @@ def render(results, path):
             "fixed_pipelined", "haproxy", "the client turn the protocol adds, taken out", lambda d: None)
     p99_target("squid", "below squid's", -1)
     cost_target("keep-alive CPU-s per 1 000 requests", "http", "squid", 0.3)
+    # For information, beside it: the relay floor's own cost per request against squid's (no
+    # proxy can do less per request than relay it), and the pair's against haproxy's.
+    for who, other in (("haproxy", "squid"), (aa, "haproxy")):
+        p = pairs("http", other, who)
+        if p:
+            targets.append(target("(information) keep-alive CPU-s per 1 000 requests, %s vs %s" % (
+                "haproxy again" if who == aa else who, other), ratio(p)[1],
+                "the relay floor" if who == "haproxy" else aa_goal, None))
     mem = results.get("idle_memory")
     if mem:
         short = ""
@@ -850,7 +875,9 @@ def main():
                     help="vibepit-proxy threads (0 = per core); 1 matches the one core it is pinned to")
     ap.add_argument("--idle-count", type=int, default=10000,
                     help="idle tunnels for the memory figure; capped by the open-file limit")
-    ap.add_argument("--peers", default="haproxy,squid,tinyproxy", help="comma list; empty for none")
+    ap.add_argument("--peers", default="haproxy,haproxy-again,squid,tinyproxy",
+                    help="comma list; empty for none. haproxy-again is a second haproxy, the same "
+                         "as the first: the A/A pair, which shows what the machine cannot resolve")
     ap.add_argument("--fixed-tunnels", type=int, default=2000,
                     help="offered tunnels/s for the fixed-load figures (0: skip)")
     ap.add_argument("--fixed-requests", type=int, default=5000,
@@ -871,7 +898,8 @@ def main():
                "duration_s": args.duration, "rounds": args.rounds, "repeat": args.repeat,
                "vibepit_threads": args.threads, "fixed_tunnels": args.fixed_tunnels,
                "fixed_requests": args.fixed_requests, "peers": {}}
-    starters = {"haproxy": start_haproxy, "squid": start_squid, "tinyproxy": start_tinyproxy}
+    starters = {"haproxy": start_haproxy, "haproxy-again": lambda topo: start_haproxy(topo, 1),
+                "squid": start_squid, "tinyproxy": start_tinyproxy}
     peers = [x for x in args.peers.split(",") if x]
     for name in peers:
         if name not in starters:

@@ -20,7 +20,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 PROXY_PANELS = [("throughput", "CONNECT bulk\nCPU-s per GB"),
                 ("rate", "CONNECT set-up\nCPU-s per 1 000 tunnels"),
                 ("http", "keep-alive HTTP\nCPU-s per 1 000 requests")]
-PROXY_NAMES = [("haproxy", "haproxy\n(relay)"), ("vibepit", "vibepit"), ("squid", "squid"),
+PROXY_NAMES = [("haproxy", "haproxy\n(relay)"), ("haproxy-again", "haproxy\n(A/A)"),
+               ("vibepit", "vibepit"), ("squid", "squid"),
                ("tinyproxy", "tinyproxy")]
 
 
