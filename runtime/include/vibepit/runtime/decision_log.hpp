@@ -145,6 +145,9 @@ class DecisionLog {
   // reader anything).
   static constexpr std::chrono::milliseconds kPollInterval{20};
   static constexpr unsigned kIdlePolls = 3;
+  // Every kWritebackChunk bytes the writer starts the disk write of what it wrote
+  // (sync_file_range, SYNC_FILE_RANGE_WRITE: started, not waited for).
+  static constexpr std::uint64_t kWritebackChunk = 1 << 20;
 
  private:
   void run();
@@ -154,6 +157,7 @@ class DecisionLog {
   void rotate();
   void write_batch();
   void write_out(std::string_view buf, std::size_t lines);
+  void start_writeback();
   void note_write_failure(std::size_t lines, int err);
   std::size_t drain_once();
   std::uint64_t take_id_block();
@@ -166,6 +170,10 @@ class DecisionLog {
   int fd_ = -1;
   LogRotation rotation_;
   std::uint64_t file_bytes_ = 0;  // the size of the current file
+  // Where the part of the file not yet handed to the disk begins (see write_out()), and
+  // whether the file takes sync_file_range() at all (a pipe or a terminal does not).
+  std::uint64_t writeback_from_ = 0;
+  bool writeback_ = true;
   bool broken_line_ = false;      // the file ends in a line cut short by a failed write
   bool failing_ = false;          // writes are failing (logged once per episode)
   std::atomic<bool> reopen_{false};
