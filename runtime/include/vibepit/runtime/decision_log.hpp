@@ -170,12 +170,12 @@ class DecisionLog {
   int fd_ = -1;
   LogRotation rotation_;
   std::uint64_t file_bytes_ = 0;  // the size of the current file
-  // Where the part of the file not yet handed to the disk begins (see write_out()), and
+  bool broken_line_ = false;      // the file ends in a line cut short by a failed write
+  bool failing_ = false;          // writes are failing (logged once per episode)
+  // Where the part of the file not yet handed to the disk begins (see start_writeback()), and
   // whether the file takes sync_file_range() at all (a pipe or a terminal does not).
   std::uint64_t writeback_from_ = 0;
   bool writeback_ = true;
-  bool broken_line_ = false;      // the file ends in a line cut short by a failed write
-  bool failing_ = false;          // writes are failing (logged once per episode)
   std::atomic<bool> reopen_{false};
   std::atomic<std::uint64_t> rotations_{0};
   std::atomic<std::uint64_t> unwritten_{0};

@@ -184,11 +184,12 @@ void adopt_fresh(Socket& socket, const typename Socket::protocol_type& protocol,
 // Asio registers every socket for EPOLLIN (edge-triggered) once and for all. A pump whose
 // receiver is full waits for room to write, and meanwhile every segment that reaches its
 // source still raises an edge, which wakes the thread for nothing to do: in a bulk download
-// through a slower client, about four wake-ups (an epoll_wait each) per chunk moved.
+// through a slower client, runs of a dozen epoll_wait calls with no I/O between them.
 // pause() takes EPOLLIN (and EPOLLPRI, which every data-ready wake-up also carries) out of
-// the source's registration (EPOLL_CTL_MOD) until resume() puts them back. Resuming reports at once what arrived meanwhile: EPOLL_CTL_MOD re-reads the
-// descriptor's state, so the edge the pause held back is not lost, and a wait for the next
-// edge after resume() follows the contract above unchanged. EPOLLERR and EPOLLHUP stay
+// the source's registration (EPOLL_CTL_MOD) until resume() puts them back. Resuming
+// reports at once what arrived meanwhile: EPOLL_CTL_MOD re-reads the descriptor's state,
+// so the edge the pause held back is not lost, and a wait for the next edge after
+// resume() follows the contract above unchanged. EPOLLERR and EPOLLHUP stay
 // registered throughout, and the paused pump's own reads do not need the registration.
 // What Asio asks of the registration meanwhile (EPOLLOUT for a write wait) it still gets:
 // Asio keeps its own copy of the events and re-registers from it, which resumes reads early
