@@ -38,7 +38,8 @@ void spawn_relay(asio::io_context& io, tcp::socket& client_side, tcp::socket& up
   asio::co_spawn(
       io,
       [&, use_splice]() -> asio::awaitable<void> {
-        co_await relay(client_side, upstream_side, use_splice, [] {}, stats);
+        co_await relay(
+            client_side, upstream_side, use_splice, [] {}, stats);
       },
       asio::detached);
 }
