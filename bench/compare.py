@@ -25,6 +25,7 @@ import argparse
 import datetime
 import json
 import os
+import random
 import re
 import resource
 import shutil
@@ -407,6 +408,48 @@ def pooled(latencies):
             "p999_us": q(0.999)}
 
 
+# The p99 differences a target reads, with an interval from resampling the runs: (system,
+# its fixed load, the system it is compared with at fixed_rate).
+P99_PAIRS = (("vibepit", "fixed_rate", "haproxy"), ("haproxy-again", "fixed_rate", "haproxy"),
+             ("vibepit", "fixed_pipelined", "haproxy"), ("vibepit", "fixed_rate", "squid"))
+
+
+def p99_interval(a_runs, b_runs, draws=1000, level=0.95, seed=14):
+    """A bootstrap interval for pooled p99(a) - pooled p99(b), in µs. Each side's runs (every
+    tunnel's latency of one run each) are drawn with replacement, as many as there are, and
+    pooled as pooled() pools them. A run is the unit because the machine's stalls, which set
+    the tail here, come and go within a run: the interval says how far the difference moves
+    with which stalls each system happened to meet. None with fewer than two runs a side."""
+    if len(a_runs) < 2 or len(b_runs) < 2:
+        return None
+    rng = random.Random(seed)
+    tops = [[sorted(r, reverse=True) for r in side] for side in (a_runs, b_runs)]
+
+    def p99(side):
+        drawn = [rng.choice(side) for _ in side]
+        n = sum(len(r) for r in drawn)
+        rank = n - min(n - 1, int(n * 0.99))  # pooled()'s p99, counted from the top
+        top = [x for r in drawn for x in r[:rank]]  # the pool's `rank` largest are among these
+        top.sort(reverse=True)
+        return top[rank - 1]
+
+    diffs = sorted(p99(tops[0]) - p99(tops[1]) for _ in range(draws))
+    cut = int(draws * (1 - level) / 2)
+    return [diffs[cut], diffs[draws - 1 - cut]]
+
+
+def p99_intervals(runs):
+    """P99_PAIRS' intervals from measure_rounds()'s runs: "who:load-other" -> [low, high]."""
+    out = {}
+    for who, load, other in P99_PAIRS:
+        a = [r["latencies_us"] for batch in runs.get(who, {}).get(load, []) for r in batch]
+        b = [r["latencies_us"] for batch in runs.get(other, {}).get("fixed_rate", []) for r in batch]
+        interval = p99_interval([x for x in a if x], [x for x in b if x])
+        if interval:
+            out["%s:%s-%s" % (who, load, other)] = interval
+    return out
+
+
 def error_kinds(runs):
     """The load generator's failures over `runs`, by kind."""
     out = {}
@@ -462,18 +505,25 @@ def summarize(topo, workload, runs):
     return res
 
 
-def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed_requests):
+def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed_requests, slices=1):
     """Every workload through every system, interleaved: each round runs each workload through
     each system (`repeat` runs), in an order that rotates by one system per round, so that
     the systems a target compares are measured seconds apart rather than minutes, and none is
     always first. On a shared machine the rate of everything drifts by 10-25% over minutes;
     this keeps the drift out of the ratios.
 
+    A fixed tunnel load's run is cut into `slices` runs of duration / slices seconds, the
+    systems taking turns slice by slice. Its figure is a p99, which a stall of the machine
+    lasting a second or two moves by a millisecond; in 5 s runs such a stall lands on one
+    system's run, in 1 s slices on every system's about alike. The tunnels counted are the same.
+
     `systems` maps a name to its Column. Returns (name -> figures, name -> workload -> the
     runs of each round). A system whose run fails is reported as None and left out of the
     rounds that follow."""
     names = list(systems)
     args = {n: workload_args(systems[n], duration, fixed_tunnels, fixed_requests) for n in names}
+    sliced = {n: workload_args(systems[n], duration / slices, fixed_tunnels, fixed_requests)
+              for n in names}
     runs = {n: {w: [] for w in args[n]} for n in names}
     latencies = {n: {w: [] for w in FIXED_TUNNEL_WORKLOADS} for n in names}  # every tunnel's
     samples = os.path.join(topo.tmp, "samples.txt")
@@ -481,28 +531,36 @@ def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed
     for rnd in range(rounds):
         order = names[rnd % len(names):] + names[:rnd % len(names)]
         for w in WORKLOADS:
+            fixed_tunnels_run = w in FIXED_TUNNEL_WORKLOADS
+            extra = ["--samples", samples] if fixed_tunnels_run else []
+            batches = {n: [] for n in order}
+            for sl in range(slices if fixed_tunnels_run else 1):
+                # Every other slice in the reverse order, so that no system always follows
+                # the same neighbour (a rotation alone keeps every system's neighbours).
+                for n in (order if sl % 2 == 0 else order[::-1]):
+                    if n in failed or w not in args[n]:
+                        continue
+                    argv = (sliced if fixed_tunnels_run else args)[n][w] + extra
+                    try:
+                        for _ in range(repeat):
+                            run = metered(topo, systems[n], argv, duration + 60)
+                            if fixed_tunnels_run:
+                                run["latencies_us"] = [t for _, t, _ in read_samples(samples)]
+                                latencies[n][w] += run["latencies_us"]
+                            batches[n].append(run)
+                    except RuntimeError as e:
+                        print("compare: %s failed: %s" % (n, e), flush=True)
+                        failed[n] = str(e)
             for n in order:
-                if n in failed or w not in args[n]:
+                if n in failed or not batches[n]:
                     continue
-                fixed_tunnels_run = w in FIXED_TUNNEL_WORKLOADS
-                extra = ["--samples", samples] if fixed_tunnels_run else []
-                try:
-                    batch = []
-                    for _ in range(repeat):
-                        batch.append(metered(topo, systems[n], args[n][w] + extra, duration + 60))
-                        if fixed_tunnels_run:
-                            latencies[n][w] += [t for _, t, _ in read_samples(samples)]
-                except RuntimeError as e:
-                    print("compare: %s failed: %s" % (n, e), flush=True)
-                    failed[n] = str(e)
-                    continue
-                for run in batch:
+                for run in batches[n]:
                     run["offered_per_s"] = {"fixed_rate": fixed_tunnels, "fixed_pipelined": fixed_tunnels,
                                             "fixed_http": fixed_requests}.get(w)
                     if run["errors"].get("total"):   # every kind is kept in the JSON too
                         print("compare: round %d, %s, %s: errors %s" % (rnd + 1, n, w, {
                             k: v for k, v in run["errors"].items() if v}), flush=True)
-                runs[n][w].append(batch)
+                runs[n][w].append(batches[n])
         print("compare: round %d of %d done" % (rnd + 1, rounds), flush=True)
     figures = {}
     for n in names:
@@ -519,12 +577,17 @@ def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed
 
 def per_round(topo, runs):
     """name -> workload -> one figure per round, the median of that round's runs: CPU-seconds
-    per unit (process and softirq) for a saturating workload, p99 µs for a fixed load. The
-    targets compare two systems round by round with these."""
+    per unit (process and softirq) for a saturating workload, p99 µs for a fixed load (of
+    the round's tunnels pooled over its slices, for a fixed tunnel load). The targets compare
+    two systems round by round with these."""
     out = {}
     for name, workloads in runs.items():
         out[name] = {}
         for w, rounds in workloads.items():
+            if w in FIXED_TUNNEL_WORKLOADS:  # the round's slices' tunnels pooled
+                out[name][w] = [(pooled([t for r in batch for t in r["latencies_us"]]) or {}).get("p99_us")
+                                for batch in rounds]
+                continue
             if w in UNITS:
                 value = lambda r, w=w: run_cost(topo, w, r)
             else:
@@ -776,6 +839,17 @@ def render(results, path):
             else:
                 targets.append(target("%s vs %s" % (label, other), value, "≤ %s×" % factor, r <= factor))
 
+    def relay_floor(label, key, other, pair=True):
+        """For information, beside a target against `other`: the relay floor's own cost
+        against `other`'s (no proxy can do less per unit than relay it) and, with `pair`, the
+        A/A pair's against haproxy's."""
+        for who, against in (("haproxy", other),) + (((aa, "haproxy"),) if pair else ()):
+            p = pairs(key, against, who)
+            if p:
+                targets.append(target("(information) %s, %s vs %s" % (
+                    label, "haproxy again" if who == aa else who, against), ratio(p)[1],
+                    "the relay floor" if who == "haproxy" else aa_goal, None))
+
     def pooled_p99(system, key):
         fig = (results["peers"].get(system) or {}).get(key) or {}
         return (fig.get("pooled") or {}).get("p99_us")
@@ -789,8 +863,10 @@ def render(results, path):
         diffs = [x - y for x, y in zip(rounds.get(who, {}).get(key, []),
                                        rounds.get(other, {}).get("fixed_rate", []))
                  if x is not None and y is not None]
-        targets.append(target(label, "%d vs %d µs pooled, difference %+d µs%s" % (
-            a, b, a - b, spread(diffs, "%+.0f")), goal, ok(a - b)))
+        interval = results.get("p99_intervals", {}).get("%s:%s-%s" % (who, key, other))
+        within = "; 95%% interval %+d to %+d" % tuple(interval) if interval else ""
+        targets.append(target(label, "%d vs %d µs pooled, difference %+d µs%s%s" % (
+            a, b, a - b, within, spread(diffs, "%+.0f")), goal, ok(a - b)))
 
     def p99_target(other, goal, margin_us):
         p99_row("set-up p99 at %s tunnels/s vs %s" % (ft, other), "fixed_rate", other, goal,
@@ -801,6 +877,7 @@ def render(results, path):
     cost_target("bulk CPU-s per GB", "throughput", "haproxy", 1.05)
     cost_target("set-up CPU-s per 1 000 tunnels", "rate", "haproxy", 1.3)
     cost_target("set-up CPU-s per 1 000 tunnels", "rate", "squid", 0.5)
+    relay_floor("set-up CPU-s per 1 000 tunnels", "rate", "squid", pair=False)
     p99_target("haproxy", "≤ haproxy's + 100 µs", 100)
     # For information: the same comparison with the client's byte sent along with the
     # CONNECT, so that both clients wait once; what is left is the proxy's own work.
@@ -808,14 +885,7 @@ def render(results, path):
             "fixed_pipelined", "haproxy", "the client turn the protocol adds, taken out", lambda d: None)
     p99_target("squid", "below squid's", -1)
     cost_target("keep-alive CPU-s per 1 000 requests", "http", "squid", 0.3)
-    # For information, beside it: the relay floor's own cost per request against squid's (no
-    # proxy can do less per request than relay it), and the pair's against haproxy's.
-    for who, other in (("haproxy", "squid"), (aa, "haproxy")):
-        p = pairs("http", other, who)
-        if p:
-            targets.append(target("(information) keep-alive CPU-s per 1 000 requests, %s vs %s" % (
-                "haproxy again" if who == aa else who, other), ratio(p)[1],
-                "the relay floor" if who == "haproxy" else aa_goal, None))
+    relay_floor("keep-alive CPU-s per 1 000 requests", "http", "squid")
     mem = results.get("idle_memory")
     if mem:
         short = ""
@@ -850,7 +920,9 @@ def render(results, path):
         "",
     ] + costs + [
         "",
-        "At a fixed offered load, and at rest:",
+        "At a fixed offered load, and at rest%s:" % (
+            " (a fixed tunnel load in %d slices a round, the systems taking turns slice by slice)"
+            % results["fixed_slices"] if results.get("fixed_slices", 1) > 1 else ""),
         "",
     ] + loads + [
         "",
@@ -882,6 +954,9 @@ def main():
                     help="offered tunnels/s for the fixed-load figures (0: skip)")
     ap.add_argument("--fixed-requests", type=int, default=5000,
                     help="offered keep-alive requests/s for the fixed-load figures (0: skip)")
+    ap.add_argument("--slices", type=int, default=5,
+                    help="each fixed tunnel load's run is cut into this many, the systems taking "
+                         "turns slice by slice (see measure_rounds)")
     ap.add_argument("--no-pin", action="store_true",
                     help="do not pin the system under test and the load to different cores")
     ap.add_argument("--rest", type=float, default=10.0,
@@ -897,7 +972,7 @@ def main():
                "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
                "duration_s": args.duration, "rounds": args.rounds, "repeat": args.repeat,
                "vibepit_threads": args.threads, "fixed_tunnels": args.fixed_tunnels,
-               "fixed_requests": args.fixed_requests, "peers": {}}
+               "fixed_requests": args.fixed_requests, "fixed_slices": args.slices, "peers": {}}
     starters = {"haproxy": start_haproxy, "haproxy-again": lambda topo: start_haproxy(topo, 1),
                 "squid": start_squid, "tinyproxy": start_tinyproxy}
     peers = [x for x in args.peers.split(",") if x]
@@ -923,13 +998,16 @@ def main():
             systems[name], procs[name] = col, p
             print("compare:", name, col.proxy, col.target("source"), flush=True)
         rest = cpu.at_rest_all({n: p.pid for n, p in procs.items()}, args.rest)
-        figures, runs = measure_rounds(topo, systems, args.rounds, args.repeat, args.duration, *fixed)
+        figures, runs = measure_rounds(topo, systems, args.rounds, args.repeat, args.duration, *fixed,
+                                      slices=args.slices)
         for name, fig in figures.items():
             if fig is not None and name in rest:
                 fig["at_rest"] = rest[name]
             results["peers"][name] = fig
             print("  ", name, fig, flush=True)
-        results["per_round"] = per_round(topo, {n: r for n, r in runs.items() if figures[n] is not None})
+        live = {n: r for n, r in runs.items() if figures[n] is not None}
+        results["per_round"] = per_round(topo, live)
+        results["p99_intervals"] = p99_intervals(live)
         if args.idle_count and figures["vibepit"] is not None:
             # Each tunnel holds two of the proxy's descriptors; keep a margin for the rest.
             hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
