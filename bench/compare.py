@@ -513,9 +513,10 @@ def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed
     this keeps the drift out of the ratios.
 
     A fixed tunnel load's run is cut into `slices` runs of duration / slices seconds, the
-    systems taking turns slice by slice. Its figure is a p99, which a stall of the machine
-    lasting a second or two moves by a millisecond; in 5 s runs such a stall lands on one
-    system's run, in 1 s slices on every system's about alike. The tunnels counted are the same.
+    systems taking turns slice by slice. Its figure is a p99, and a slow spell of the machine
+    lasting seconds lands on one system's 5 s run but is shared by several systems' 1 s
+    slices. Shorter stalls, within a slice, still fall on one system: p99_interval() says
+    how far they move a difference. The tunnels counted are the same.
 
     `systems` maps a name to its Column. Returns (name -> figures, name -> workload -> the
     runs of each round). A system whose run fails is reported as None and left out of the
