@@ -414,26 +414,27 @@ P99_PAIRS = (("vibepit", "fixed_rate", "haproxy"), ("haproxy-again", "fixed_rate
              ("vibepit", "fixed_pipelined", "haproxy"), ("vibepit", "fixed_rate", "squid"))
 
 
-def p99_interval(a_runs, b_runs, draws=1000, level=0.95, seed=14):
-    """A bootstrap interval for pooled p99(a) - pooled p99(b), in µs. Each side's runs (every
-    tunnel's latency of one run each) are drawn with replacement, as many as there are, and
-    pooled as pooled() pools them. A run is the unit because the machine's stalls, which set
-    the tail here, come and go within a run: the interval says how far the difference moves
-    with which stalls each system happened to meet. None with fewer than two runs a side."""
+def p99_interval(a_runs, b_runs, draws=1000, level=0.95, seed=14, q=0.99):
+    """A bootstrap interval for pooled p99(a) - pooled p99(b), in µs (or of another
+    quantile `q`). Each side's runs (every tunnel's latency of one run each) are drawn with
+    replacement, as many as there are, and pooled as pooled() pools them. A run is the unit
+    because the machine's stalls, which set the tail here, come and go within a run: the
+    interval says how far the difference moves with which stalls each system happened to
+    meet. None with fewer than two runs a side."""
     if len(a_runs) < 2 or len(b_runs) < 2:
         return None
     rng = random.Random(seed)
     tops = [[sorted(r, reverse=True) for r in side] for side in (a_runs, b_runs)]
 
-    def p99(side):
+    def quantile(side):
         drawn = [rng.choice(side) for _ in side]
         n = sum(len(r) for r in drawn)
-        rank = n - min(n - 1, int(n * 0.99))  # pooled()'s p99, counted from the top
+        rank = n - min(n - 1, int(n * q))  # pooled()'s quantile, counted from the top
         top = [x for r in drawn for x in r[:rank]]  # the pool's `rank` largest are among these
         top.sort(reverse=True)
         return top[rank - 1]
 
-    diffs = sorted(p99(tops[0]) - p99(tops[1]) for _ in range(draws))
+    diffs = sorted(quantile(tops[0]) - quantile(tops[1]) for _ in range(draws))
     cut = int(draws * (1 - level) / 2)
     return [diffs[cut], diffs[draws - 1 - cut]]
 

@@ -223,10 +223,13 @@ def measure_rounds(topo, servers, paths, args):
     seconds apart, so the machine's drift over minutes stays out of the comparison.
 
     servers: name -> (process, port). Returns (name -> stream -> figures, and name -> stream ->
-    one figure per round: CPU-s per 1 000 queries, p50 and p99 µs)."""
+    one figure per round: CPU-s per 1 000 queries, p50 and p99 µs). Each latency target's
+    difference gets a bootstrap interval (compare.p99_interval) in the figures, under
+    "intervals"; its units are thirds of each round's fixed-load run, in dnsperf's order."""
     names = list(servers)
     runs = {n: {s: {"qps": [], "lat": []} for s in STREAMS} for n in names}
     every = {n: {s: [] for s in STREAMS} for n in names}  # every query's latency, all rounds
+    units = {n: {s: [] for s in STREAMS} for n in names}  # the same, in thirds of each run
     for rnd in range(args.rounds):
         order = names[rnd % len(names):] + names[:rnd % len(names)]
         for stream in STREAMS:
@@ -239,6 +242,7 @@ def measure_rounds(topo, servers, paths, args):
                 lat, each = measure_latency(topo, proc.pid, paths[stream], args.latency_qps, 3, port)
                 runs[n][stream]["lat"].append(lat)
                 every[n][stream] += each
+                units[n][stream] += [each[i * len(each) // 3:(i + 1) * len(each) // 3] for i in range(3)]
                 print("compare-dns: round %d %-8s %-6s %9.0f qps  p50 %6.0f µs  p99 %6.0f µs  %s" % (
                     rnd + 1, n, stream, runs[n][stream]["qps"][-1][0]["qps"], lat["p50_us"], lat["p99_us"],
                     runs[n][stream]["qps"][-1][0]["rcodes"]), flush=True)
@@ -265,7 +269,19 @@ def measure_rounds(topo, servers, paths, args):
             per_round[n][stream] = {
                 "cost": [compare.median(cost(r) for r in batch) for batch in runs[n][stream]["qps"]],
                 "p50_us": [x["p50_us"] for x in lat], "p99_us": [x["p99_us"] for x in lat]}
+    for who in ("vibepit", "dnsdist-again"):
+        if who in names and "dnsdist" in names:
+            for stream, key in LATENCY_TARGETS:
+                interval = compare.p99_interval([u for u in units[who][stream] if u],
+                                                [u for u in units["dnsdist"][stream] if u],
+                                                q=0.5 if key == "p50_us" else 0.99)
+                if interval:
+                    figures[who][stream].setdefault("intervals", {})[key] = interval
     return figures, per_round
+
+
+# The latency targets against dnsdist: (stream, figure).
+LATENCY_TARGETS = (("miss", "p99_us"), ("denied", "p50_us"), ("denied", "p99_us"))
 
 
 # ------------------------------------------------------------------ report
@@ -305,21 +321,22 @@ def render(results, path):
                             "%.2f× (%.4f vs %.4f%s)" % (r, statistics.median(a for a, _ in p),
                                                          statistics.median(b for _, b in p),
                                                          compare.spread(ratios, "%.2f×")), "≤ 1×"))
-        for stream, keys in (("miss", ("p99_us",)), ("denied", ("p50_us", "p99_us"))):
-            for key in keys:
-                # Pooled over the rounds (as the table); the per-round differences for spread.
-                # With the A/A pair, the same comparison between the two dnsdists follows.
-                for who, label, goal in (("vibepit", "%s: %s at %d q/s vs dnsdist", "≤ dnsdist's"),
-                                         ("dnsdist-again", "(A/A) %s: %s at %d q/s, dnsdist again vs dnsdist",
-                                          "what the machine cannot tell apart")):
-                    if who not in rounds:
-                        continue
-                    a, b = peers[who][stream][key], peers["dnsdist"][stream][key]
-                    diffs = [x - y for x, y in zip(rounds[who][stream][key], d[stream][key])]
-                    t.append(target(label % (stream, key.replace("_us", ""), results["latency_qps"]),
-                                    a - b <= 0 if who == "vibepit" else None,
-                                    "%.0f vs %.0f µs pooled, difference %+.0f µs%s" % (
-                                        a, b, a - b, compare.spread(diffs, "%+.0f")), goal))
+        for stream, key in LATENCY_TARGETS:
+            # Pooled over the rounds (as the table); the per-round differences for spread.
+            # With the A/A pair, the same comparison between the two dnsdists follows.
+            for who, label, goal in (("vibepit", "%s: %s at %d q/s vs dnsdist", "≤ dnsdist's"),
+                                     ("dnsdist-again", "(A/A) %s: %s at %d q/s, dnsdist again vs dnsdist",
+                                      "what the machine cannot tell apart")):
+                if who not in rounds:
+                    continue
+                a, b = peers[who][stream][key], peers["dnsdist"][stream][key]
+                diffs = [x - y for x, y in zip(rounds[who][stream][key], d[stream][key])]
+                interval = peers[who][stream].get("intervals", {}).get(key)
+                within = "; 95%% interval %+.0f to %+.0f" % tuple(interval) if interval else ""
+                t.append(target(label % (stream, key.replace("_us", ""), results["latency_qps"]),
+                                a - b <= 0 if who == "vibepit" else None,
+                                "%.0f vs %.0f µs pooled, difference %+.0f µs%s%s" % (
+                                    a, b, a - b, within, compare.spread(diffs, "%+.0f")), goal))
     pin = results.get("pinning")
     where = ("each server pinned to core %d, dnsperf and the upstream to core %d" % (pin["sut"], pin["load"])
              if pin else "not pinned")
