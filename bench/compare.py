@@ -414,9 +414,8 @@ P99_PAIRS = (("vibepit", "fixed_rate", "haproxy"), ("haproxy-again", "fixed_rate
              ("vibepit", "fixed_pipelined", "haproxy"), ("vibepit", "fixed_rate", "squid"))
 
 
-def p99_interval(a_runs, b_runs, draws=1000, level=0.95, seed=14, q=0.99):
-    """A bootstrap interval for pooled p99(a) - pooled p99(b), in µs (or of another
-    quantile `q`). Each side's runs (every tunnel's latency of one run each) are drawn with
+def quantile_interval(a_runs, b_runs, q=0.99, draws=1000, level=0.95, seed=14):
+    """A bootstrap interval for pooled quantile `q` (the p99 by default) of a minus b, in µs. Each side's runs (every tunnel's latency of one run each) are drawn with
     replacement, as many as there are, and pooled as pooled() pools them. A run is the unit
     because the machine's stalls, which set the tail here, come and go within a run: the
     interval says how far the difference moves with which stalls each system happened to
@@ -445,7 +444,7 @@ def p99_intervals(runs):
     for who, load, other in P99_PAIRS:
         a = [r["latencies_us"] for batch in runs.get(who, {}).get(load, []) for r in batch]
         b = [r["latencies_us"] for batch in runs.get(other, {}).get("fixed_rate", []) for r in batch]
-        interval = p99_interval([x for x in a if x], [x for x in b if x])
+        interval = quantile_interval([x for x in a if x], [x for x in b if x])
         if interval:
             out["%s:%s-%s" % (who, load, other)] = interval
     return out
@@ -516,7 +515,7 @@ def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed
     A fixed tunnel load's run is cut into `slices` runs of duration / slices seconds, the
     systems taking turns slice by slice. Its figure is a p99, and a slow spell of the machine
     lasting seconds lands on one system's 5 s run but is shared by several systems' 1 s
-    slices. Shorter stalls, within a slice, still fall on one system: p99_interval() says
+    slices. Shorter stalls, within a slice, still fall on one system: quantile_interval() says
     how far they move a difference. The tunnels counted are the same.
 
     `systems` maps a name to its Column. Returns (name -> figures, name -> workload -> the
@@ -527,7 +526,6 @@ def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed
     sliced = {n: workload_args(systems[n], duration / slices, fixed_tunnels, fixed_requests)
               for n in names}
     runs = {n: {w: [] for w in args[n]} for n in names}
-    latencies = {n: {w: [] for w in FIXED_TUNNEL_WORKLOADS} for n in names}  # every tunnel's
     samples = os.path.join(topo.tmp, "samples.txt")
     failed = {}
     for rnd in range(rounds):
@@ -548,7 +546,6 @@ def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed
                             run = metered(topo, systems[n], argv, duration + 60)
                             if fixed_tunnels_run:
                                 run["latencies_us"] = [t for _, t, _ in read_samples(samples)]
-                                latencies[n][w] += run["latencies_us"]
                             batches[n].append(run)
                     except RuntimeError as e:
                         print("compare: %s failed: %s" % (n, e), flush=True)
@@ -573,7 +570,8 @@ def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed
         for w, per_round in runs[n].items():
             figures[n].update(summarize(topo, w, [r for batch in per_round for r in batch]))
             if w in FIXED_TUNNEL_WORKLOADS:
-                figures[n][w]["pooled"] = pooled(latencies[n][w])
+                figures[n][w]["pooled"] = pooled([t for batch in per_round for r in batch
+                                                  for t in r["latencies_us"]])
     return figures, runs
 
 

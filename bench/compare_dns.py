@@ -224,12 +224,11 @@ def measure_rounds(topo, servers, paths, args):
 
     servers: name -> (process, port). Returns (name -> stream -> figures, and name -> stream ->
     one figure per round: CPU-s per 1 000 queries, p50 and p99 µs). Each latency target's
-    difference gets a bootstrap interval (compare.p99_interval) in the figures, under
+    difference gets a bootstrap interval (compare.quantile_interval) in the figures, under
     "intervals"; its units are thirds of each round's fixed-load run, in dnsperf's order."""
     names = list(servers)
     runs = {n: {s: {"qps": [], "lat": []} for s in STREAMS} for n in names}
-    every = {n: {s: [] for s in STREAMS} for n in names}  # every query's latency, all rounds
-    units = {n: {s: [] for s in STREAMS} for n in names}  # the same, in thirds of each run
+    units = {n: {s: [] for s in STREAMS} for n in names}  # every query's latency, in thirds of each run
     for rnd in range(args.rounds):
         order = names[rnd % len(names):] + names[:rnd % len(names)]
         for stream in STREAMS:
@@ -241,7 +240,6 @@ def measure_rounds(topo, servers, paths, args):
                 proc, port = servers[n]
                 lat, each = measure_latency(topo, proc.pid, paths[stream], args.latency_qps, 3, port)
                 runs[n][stream]["lat"].append(lat)
-                every[n][stream] += each
                 units[n][stream] += [each[i * len(each) // 3:(i + 1) * len(each) // 3] for i in range(3)]
                 print("compare-dns: round %d %-8s %-6s %9.0f qps  p50 %6.0f µs  p99 %6.0f µs  %s" % (
                     rnd + 1, n, stream, runs[n][stream]["qps"][-1][0]["qps"], lat["p50_us"], lat["p99_us"],
@@ -256,7 +254,7 @@ def measure_rounds(topo, servers, paths, args):
             med = compare.median_run(qps, lambda r: r["qps"])
             # The fixed-load percentiles are of every round's queries pooled; each round's p99
             # is kept beside them.
-            pooled = compare.pooled(every[n][stream])
+            pooled = compare.pooled([x for u in units[n][stream] for x in u])
             figures[n][stream] = {
                 "qps": med["qps"], "qps_runs": [r["qps"] for r in qps],
                 "lost": med["lost"], "rcodes": med["rcodes"],
@@ -272,9 +270,9 @@ def measure_rounds(topo, servers, paths, args):
     for who in ("vibepit", "dnsdist-again"):
         if who in names and "dnsdist" in names:
             for stream, key in LATENCY_TARGETS:
-                interval = compare.p99_interval([u for u in units[who][stream] if u],
-                                                [u for u in units["dnsdist"][stream] if u],
-                                                q=0.5 if key == "p50_us" else 0.99)
+                interval = compare.quantile_interval([u for u in units[who][stream] if u],
+                                                     [u for u in units["dnsdist"][stream] if u],
+                                                     q=0.5 if key == "p50_us" else 0.99)
                 if interval:
                     figures[who][stream].setdefault("intervals", {})[key] = interval
     return figures, per_round
