@@ -114,16 +114,24 @@ def syscalls(topo, col, workload, count, trace=None):
 
 
 def profile(topo, col, workload, duration, keep=None):
-    """(share of samples in the kernel, [(share, symbol)]) of a timed run at full speed."""
+    """(share of samples in the kernel, [(share, dso)], [(share, k/u, symbol)]) of a timed
+    run at full speed."""
+    args = workload_args(col, workload) + ["--duration", str(duration)]
+    if workload != "bulk":
+        args += ["--max", "5000000"]
+    return perf_profile(cpu.tree_pids(col.pid), lambda: compare.bench(topo, args, duration + 120),
+                        topo.tmp, keep)
+
+
+def perf_profile(pids, run_load, tmp, keep=None):
+    """`perf record -e cpu-clock` on `pids` while `run_load()` runs: (share of samples in the
+    kernel, [(share, dso)], [(share, k/u, symbol)] for symbols at 0.7% or more)."""
     need("perf")
-    data = os.path.join(topo.tmp, "perf.data")
+    data = os.path.join(tmp, "perf.data")
     tracer = attach(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4000", "-g", "-o", data,
-                     "-p", ",".join(str(t) for t in cpu.tree_pids(col.pid))])
+                     "-p", ",".join(str(t) for t in pids)])
     try:
-        args = workload_args(col, workload) + ["--duration", str(duration)]
-        if workload != "bulk":
-            args += ["--max", "5000000"]
-        compare.bench(topo, args, duration + 120)
+        run_load()
     finally:
         detach(tracer)
     rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
@@ -149,6 +157,31 @@ def profile(topo, col, workload, duration, keep=None):
     return kernel, dsos, symbols
 
 
+def syscall_summary(pids, run_load, tmp):
+    """`perf trace -s` on `pids` while `run_load()` runs (tracepoints: far lighter than
+    strace's stops, so a fixed load keeps its pace): {syscall: {"calls", "errors",
+    "total_ms"}}, summed over the threads."""
+    need("perf")
+    out = os.path.join(tmp, "perf-trace.txt")
+    tracer = attach(["perf", "trace", "-s", "-o", out, "-p",
+                     ",".join(str(t) for t in pids)], settle=2.0)
+    try:
+        run_load()
+    finally:
+        detach(tracer)
+    table = {}
+    with open(out) as f:
+        for line in f:
+            # syscall, calls, errors, total (msec), min, avg, max, stddev
+            m = re.match(r"\s+(\w+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+", line)
+            if m:
+                row = table.setdefault(m.group(1), {"calls": 0, "errors": 0, "total_ms": 0.0})
+                row["calls"] += int(m.group(2))
+                row["errors"] += int(m.group(3))
+                row["total_ms"] += float(m.group(4))
+    return table
+
+
 def render(res):
     unit = UNIT_NAME[res["workload"]]
     lines = ["Profile: %s, %s, %s; %s pinned to core %d, the load to core %d." % (
@@ -162,12 +195,17 @@ def render(res):
     for name, v in sorted(res["syscalls"].items(), key=lambda kv: -kv[1]["per_unit"]):
         if v["per_unit"] >= 0.01:
             lines.append("| %s | %.2f | %.2f |" % (name, v["per_unit"], v["errors_per_unit"]))
-    lines += ["", "CPU profile (perf record -e cpu-clock, %d s at full speed): %.1f%% of samples "
-              "in the kernel. By object: %s. Symbols at ≥ 0.7%%:" % (
-                  res["duration_s"], res["kernel_share"],
-                  ", ".join("%s %.1f%%" % (os.path.basename(d), share)
-                            for share, d in res["dsos"] if share >= 0.5)),
-              "", "| share | k/u | symbol |", "|---|---|---|"]
+    return lines + profile_lines(res, "%d s at full speed" % res["duration_s"])
+
+
+def profile_lines(res, run):
+    """The CPU profile of `res` (perf_profile's figures) as markdown; `run` says what ran."""
+    lines = ["", "CPU profile (perf record -e cpu-clock, %s): %.1f%% of samples in the kernel. "
+             "By object: %s. Symbols at ≥ 0.7%%:" % (
+                 run, res["kernel_share"],
+                 ", ".join("%s %.1f%%" % (os.path.basename(d), share)
+                           for share, d in res["dsos"] if share >= 0.5)),
+             "", "| share | k/u | symbol |", "|---|---|---|"]
     for share, where, sym in res["symbols"]:
         lines.append("| %.1f%% | %s | `%s` |" % (share, where, sym.replace("|", "\\|")))
     return lines
