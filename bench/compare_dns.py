@@ -174,6 +174,12 @@ LOST_RE = re.compile(r"Queries lost:\s+(\d+)")
 RCODES_RE = re.compile(r"Response codes:\s+(.*)")
 
 
+def pass_args(path):
+    """dnsperf arguments for a stream: the miss names are each asked once (-n 1), since a
+    second pass would ask them again; the others loop for the whole run."""
+    return ["-n", "1"] if path.endswith("miss.txt") else []
+
+
 def dnsperf(topo, stream_file, duration, extra, timeout, port=53):
     argv = ["dnsperf", "-s", LISTEN, "-p", str(port), "-d", stream_file, "-l", str(duration),
             "-c", "8", "-T", "1", "-q", "256", "-t", "2"] + extra
@@ -183,8 +189,7 @@ def dnsperf(topo, stream_file, duration, extra, timeout, port=53):
 
 def measure_qps(topo, pid, path, duration, port=53):
     meter = cpu.Meter(pid).start()
-    out = dnsperf(topo, path, duration, ["-n", "1"] if path.endswith("miss.txt") else [],
-                  duration + 60, port)
+    out = dnsperf(topo, path, duration, pass_args(path), duration + 60, port)
     used = meter.stop()
     m = QPS_RE.search(out)
     done = COMPLETED_RE.search(out)
@@ -205,8 +210,7 @@ def measure_latency(topo, pid, path, qps, duration, port=53):
     and the cores the server kept busy meanwhile; and every query's latency (µs), for
     pooling over the rounds."""
     meter = cpu.Meter(pid).start()
-    out = dnsperf(topo, path, duration, ["-Q", str(qps), "-v"] +
-                  (["-n", "1"] if path.endswith("miss.txt") else []), duration + 60, port)
+    out = dnsperf(topo, path, duration, ["-Q", str(qps), "-v"] + pass_args(path), duration + 60, port)
     used = meter.stop()
     lat = [float(x) * 1e6 for x in re.findall(r"^> \w+ \S+ \S+ ([\d.]+)$", out, re.M)]
     if not lat:

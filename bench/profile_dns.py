@@ -40,7 +40,7 @@ PORTS = {"vibepit": compare_dns.SERVER_PORTS["vibepit"], "dnsdist": compare_dns.
 
 def fixed_load(topo, path, qps, duration, port):
     """One dnsperf run at `qps` offered; returns the queries it completed."""
-    extra = ["-Q", str(qps)] + (["-n", "1"] if path.endswith("miss.txt") else [])
+    extra = ["-Q", str(qps)] + compare_dns.pass_args(path)
     out = compare_dns.dnsperf(topo, path, duration, extra, duration + 60, port)
     done = compare_dns.COMPLETED_RE.search(out)
     if not done:
