@@ -29,7 +29,8 @@ Resolver::~Resolver() = default;
 bool Resolver::cached(const std::string& name, ResolveResult& out) {
   auto it = cache_.find(name);
   if (it == cache_.end()) return false;
-  if (std::chrono::steady_clock::now() >= it->second.expires) {
+  auto now = std::chrono::steady_clock::now();
+  if (now >= it->second.expires) {
     lru_.erase(it->second.lru);
     cache_.erase(it);
     return false;
@@ -39,6 +40,14 @@ bool Resolver::cached(const std::string& name, ResolveResult& out) {
   out.cached = true;
   out.error.clear();
   out.addrs = it->second.addrs;
+  if (now >= it->second.refresh_at) {
+    // One refresh per entry's life: a failed one leaves the entry to expire as it would have.
+    it->second.refresh_at = it->second.expires;
+    // A refresh is a query with no waiters yet. A lookup that arrives while it is on the wire
+    // (the entry having expired meanwhile) waits for its answer. Last: the answer may land
+    // in finish() at once and move the entry.
+    if (inflight_.try_emplace(name).second) send(name);
+  }
   return true;
 }
 
@@ -53,12 +62,15 @@ void Resolver::start(std::string name, std::unique_ptr<WaiterBase> waiter) {
   if (from_cache(name, *waiter)) return;
   auto [it, first] = inflight_.try_emplace(name);
   it->second.push_back(std::move(waiter));
-  if (!first) return;  // a query for this name is already on the wire
+  if (first) send(it->first);  // else a query for this name is already on the wire
+}
+
+void Resolver::send(const std::string& name) {
   ares_addrinfo_hints hints{};
   hints.ai_family = AF_UNSPEC;
   // NOSORT: c-ares would otherwise connect() probe sockets to sort by route.
   hints.ai_flags = ARES_AI_NOSORT;
-  auto* query = new Query{this, std::move(name)};
+  auto* query = new Query{this, name};
   ares_getaddrinfo(channel_.get(), query->name.c_str(), nullptr, &hints, &Resolver::on_addrinfo,
                    query);
   channel_.rearm_timer();
@@ -74,10 +86,12 @@ void Resolver::finish(const std::string& name, const ResolveResult& r, int ttl) 
         lru_.pop_back();
       }
       lru_.push_front(name);
-      it = cache_.emplace(name, CacheEntry{{}, {}, lru_.begin()}).first;
+      it = cache_.emplace(name, CacheEntry{{}, {}, {}, lru_.begin()}).first;
     }
     it->second.addrs = r.addrs;
     it->second.expires = std::chrono::steady_clock::now() + life;
+    it->second.refresh_at =
+        it->second.expires - std::chrono::duration_cast<std::chrono::milliseconds>(life) / 10;
   }
   auto node = inflight_.extract(name);
   if (node.empty()) return;

@@ -15,8 +15,10 @@ namespace {
 
 using asio::ip::udp;
 
-// Answers A queries for "a.test" with 198.51.100.7 and 203.0.113.9, NXDOMAIN otherwise.
-// With `silent`, it counts queries but never answers.
+// Answers A queries for "a.test" with 198.51.100.7 and 203.0.113.9 (TTL 60), for
+// "zero.test" the same with TTL 0, and for "short.test" with 198.51.100.N, N counting its
+// A queries, with TTL 2; NXDOMAIN otherwise. With `silent`, it counts queries but never
+// answers.
 class FakeDns {
  public:
   explicit FakeDns(bool silent)
@@ -60,7 +62,14 @@ class FakeDns {
       out[4] = 0, out[5] = 1;  // QDCOUNT
       out[6] = 0, out[7] = 0;
       out[8] = out[9] = out[10] = out[11] = 0;
-      if (name != "a.test" && name != "zero.test") {
+      if (name == "short.test") {
+        if (qtype == 1) {
+          out[7] = 1;
+          unsigned char rr[] = {0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 2, 0, 4, 198, 51, 100, 0};
+          rr[15] = static_cast<unsigned char>(++short_answers_);
+          out.insert(out.end(), rr, rr + sizeof rr);
+        }
+      } else if (name != "a.test" && name != "zero.test") {
         out[3] = 3;  // NXDOMAIN
       } else if (qtype == 1) {
         out[7] = 2;
@@ -80,6 +89,7 @@ class FakeDns {
   bool silent_;
   std::atomic<bool> stop_{false};
   std::atomic<int> queries_{0};
+  int short_answers_ = 0;
   std::thread thread_;
 };
 
@@ -173,6 +183,16 @@ class SharedResolver {
     return out;
   }
   Resolver& resolver() { return resolver_; }
+  // Run the loop until `until` holds (checked every 10 ms) or 5 s pass.
+  template <typename Pred>
+  bool run_until(Pred until) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!until() && std::chrono::steady_clock::now() < deadline) {
+      io_.restart();
+      io_.run_for(std::chrono::milliseconds(10));
+    }
+    return until();
+  }
 
  private:
   asio::io_context io_;
@@ -226,6 +246,65 @@ TEST(ResolverCache, ConcurrentLookupsShareOneQuery) {
     EXPECT_EQ(res.addrs.size(), 2u);
   }
   EXPECT_EQ(dns.queries(), 2);  // one A and one AAAA question for all eight
+}
+
+// short.test has a TTL of 2 s, so its refresh window is the last 200 ms.
+std::string first_address(const ResolveResult& r) {
+  return r.addrs.empty() ? std::string() : r.addrs.front().to_string();
+}
+
+TEST(ResolverCache, AHitNearExpiryRefreshesTheEntryInTheBackground) {
+  FakeDns dns(false);
+  SharedResolver r(dns.port());
+  // The entry's life starts when the answer arrives, a moment after this (resolve() itself
+  // returns only when the loop runs out of work, up to a few hundred ms later).
+  auto asking = std::chrono::steady_clock::now();
+  auto first = r.resolve("short.test");
+  ASSERT_TRUE(first[0].ok);
+  EXPECT_EQ(first_address(first[0]), "198.51.100.1");
+  int asked = dns.queries();
+
+  std::this_thread::sleep_until(asking + std::chrono::milliseconds(1900));
+  // In the window: answered from the cache at once, with the old address, and several hits
+  // start one refresh between them.
+  for (int i = 0; i < 5; ++i) {
+    ResolveResult hit;
+    ASSERT_TRUE(r.resolver().cached("short.test", hit))
+        << "the entry expired before the test asked: the machine stalled for 100 ms";
+    EXPECT_EQ(first_address(hit), "198.51.100.1");
+  }
+  ASSERT_TRUE(r.run_until([&] { return dns.queries() >= asked + 2; }))
+      << "no refresh reached the server";
+  EXPECT_TRUE(r.run_until([&] {
+    ResolveResult now;
+    return r.resolver().cached("short.test", now) && first_address(now) == "198.51.100.2";
+  })) << "the refresh's answer did not replace the entry";
+  EXPECT_EQ(dns.queries(), asked + 2);  // one A and one AAAA question for the five hits
+
+  // Past the first answer's expiry the name is still answered from the cache, without a
+  // lookup on the caller's path.
+  std::this_thread::sleep_until(asking + std::chrono::milliseconds(2300));
+  auto later = r.resolve("short.test");
+  ASSERT_TRUE(later[0].ok);
+  EXPECT_TRUE(later[0].cached);
+  EXPECT_EQ(first_address(later[0]), "198.51.100.2");
+  EXPECT_EQ(dns.queries(), asked + 2);
+}
+
+TEST(ResolverCache, ANameNobodyAsksForExpiresWithoutARefresh) {
+  FakeDns dns(false);
+  SharedResolver r(dns.port());
+  ASSERT_TRUE(r.resolve("short.test")[0].ok);
+  auto resolved = std::chrono::steady_clock::now();  // after the answer: its life has begun
+  int asked = dns.queries();
+  std::this_thread::sleep_until(resolved + std::chrono::milliseconds(2200));
+  EXPECT_EQ(dns.queries(), asked);
+  ResolveResult gone;
+  EXPECT_FALSE(r.resolver().cached("short.test", gone));
+  auto again = r.resolve("short.test");
+  ASSERT_TRUE(again[0].ok);
+  EXPECT_FALSE(again[0].cached);
+  EXPECT_EQ(first_address(again[0]), "198.51.100.2");
 }
 
 }  // namespace

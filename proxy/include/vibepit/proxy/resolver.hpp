@@ -6,6 +6,11 @@
 // Answers are cached for their DNS TTL (capped), and concurrent lookups of one name share
 // one query. The cache holds addresses, not verdicts: every decision still classifies
 // every address it is given, so caching opens no rebinding window.
+//
+// A name in use is refreshed ahead of its expiry: a hit in the last tenth of an entry's life
+// is answered from the cache and starts one lookup in the background, whose answer replaces
+// the entry. So the tunnels to a busy host do not all wait for a fresh lookup each time its
+// TTL runs out. Nothing is served past its TTL, and a name nobody asks for just expires.
 #include <chrono>
 #include <list>
 #include <memory>
@@ -85,10 +90,14 @@ class Resolver {
   struct CacheEntry {
     std::vector<policy::IpAddr> addrs;
     std::chrono::steady_clock::time_point expires;
+    std::chrono::steady_clock::time_point refresh_at;  // a hit from here on refreshes it
     std::list<std::string>::iterator lru;
   };
 
   void start(std::string name, std::unique_ptr<WaiterBase> waiter);
+  // Puts a query for `name` on the wire; its answer goes to finish(). The caller has made
+  // its inflight_ entry.
+  void send(const std::string& name);
   void finish(const std::string& name, const ResolveResult& r, int ttl);
   bool from_cache(const std::string& name, WaiterBase& waiter);
   static void on_addrinfo(void* arg, int status, int timeouts, ares_addrinfo* res);
