@@ -20,35 +20,74 @@ Resolver::Resolver(asio::io_context& io, const std::vector<runtime::Endpoint>& s
                    std::chrono::milliseconds timeout, CacheLimits limits)
     : io_(io),
       limits_(limits),
+      refresh_timer_(io),
       channel_(io, servers, runtime::AresOptions{timeout, false, false}) {}
 
 // Pending lookups complete with ARES_EDESTRUCTION when channel_ goes; their handlers are
 // posted, not run.
-Resolver::~Resolver() = default;
+Resolver::~Resolver() { *alive_ = false; }
 
 bool Resolver::cached(const std::string& name, ResolveResult& out) {
   auto it = cache_.find(name);
   if (it == cache_.end()) return false;
-  auto now = std::chrono::steady_clock::now();
-  if (now >= it->second.expires) {
-    lru_.erase(it->second.lru);
+  auto now = Clock::now();
+  auto& entry = it->second;
+  if (now >= entry.expires) {
+    lru_.erase(entry.lru);
     cache_.erase(it);
     return false;
   }
-  lru_.splice(lru_.begin(), lru_, it->second.lru);
+  lru_.splice(lru_.begin(), lru_, entry.lru);
   out.ok = true;
   out.cached = true;
   out.error.clear();
-  out.addrs = it->second.addrs;
-  if (now >= it->second.refresh_at) {
-    // One refresh per entry's life: a failed one leaves the entry to expire as it would have.
-    it->second.refresh_at = it->second.expires;
-    // A refresh is a query with no waiters yet. A lookup that arrives while it is on the wire
-    // (the entry having expired meanwhile) waits for its answer. Last: the answer may land
-    // in finish() at once and move the entry.
-    if (inflight_.try_emplace(name).second) send(name);
+  out.addrs = entry.addrs;
+  if (!entry.refresh_planned) {  // the first hit of this entry's life
+    entry.refresh_planned = true;
+    // Last: a refresh's answer may land in finish() at once and move the entry.
+    if (now >= entry.refresh_at) {
+      refresh(name);
+    } else {
+      plan_refresh(entry.refresh_at, name);
+    }
   }
   return true;
+}
+
+void Resolver::refresh(const std::string& name) {
+  // A lookup that arrives while it is on the wire (the entry having expired meanwhile)
+  // waits for its answer.
+  if (inflight_.try_emplace(name).second) send(name);
+}
+
+void Resolver::plan_refresh(Clock::time_point at, const std::string& name) {
+  refresh_plan_.emplace(at, name);
+  if (at < refresh_timer_at_) arm_refresh_timer(at);
+}
+
+void Resolver::arm_refresh_timer(Clock::time_point at) {
+  refresh_timer_at_ = at;
+  refresh_timer_.expires_at(at);  // cancels a later wait, whose handler then does nothing
+  refresh_timer_.async_wait([this, alive = alive_](const asio::error_code& ec) {
+    if (!*alive || ec) return;
+    refresh_timer_at_ = Clock::time_point::max();
+    refresh_due();
+  });
+}
+
+void Resolver::refresh_due() {
+  auto now = Clock::now();
+  while (!refresh_plan_.empty() && refresh_plan_.begin()->first <= now) {
+    auto node = refresh_plan_.extract(refresh_plan_.begin());
+    auto it = cache_.find(node.mapped());
+    // Stale items: the entry was evicted, has expired, or has been answered anew since.
+    if (it == cache_.end() || !it->second.refresh_planned || now >= it->second.expires ||
+        now < it->second.refresh_at) {
+      continue;
+    }
+    refresh(node.mapped());
+  }
+  if (!refresh_plan_.empty()) arm_refresh_timer(refresh_plan_.begin()->first);
 }
 
 bool Resolver::from_cache(const std::string& name, WaiterBase& waiter) {
@@ -86,12 +125,13 @@ void Resolver::finish(const std::string& name, const ResolveResult& r, int ttl) 
         lru_.pop_back();
       }
       lru_.push_front(name);
-      it = cache_.emplace(name, CacheEntry{{}, {}, {}, lru_.begin()}).first;
+      it = cache_.emplace(name, CacheEntry{{}, {}, {}, lru_.begin(), false}).first;
     }
     it->second.addrs = r.addrs;
-    it->second.expires = std::chrono::steady_clock::now() + life;
+    it->second.expires = Clock::now() + life;
     it->second.refresh_at =
         it->second.expires - std::chrono::duration_cast<std::chrono::milliseconds>(life) / 10;
+    it->second.refresh_planned = false;
   }
   auto node = inflight_.extract(name);
   if (node.empty()) return;

@@ -177,16 +177,17 @@ class SharedResolver {
           },
           asio::detached);
     }
-    io_.restart();
-    io_.run_for(std::chrono::seconds(10));
+    // Until they are done, not until the loop runs out of work: a planned refresh's timer
+    // may keep it busy for the rest of the entry's life.
+    run_until([&] { return done == n; }, std::chrono::seconds(10));
     EXPECT_EQ(done, n);
     return out;
   }
   Resolver& resolver() { return resolver_; }
-  // Run the loop until `until` holds (checked every 10 ms) or 5 s pass.
+  // Run the loop until `until` holds (checked every 10 ms) or `limit` passes.
   template <typename Pred>
-  bool run_until(Pred until) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool run_until(Pred until, std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
     while (!until() && std::chrono::steady_clock::now() < deadline) {
       io_.restart();
       io_.run_for(std::chrono::milliseconds(10));
@@ -248,56 +249,74 @@ TEST(ResolverCache, ConcurrentLookupsShareOneQuery) {
   EXPECT_EQ(dns.queries(), 2);  // one A and one AAAA question for all eight
 }
 
-// short.test has a TTL of 2 s, so its refresh window is the last 200 ms.
+// short.test has a TTL of 2 s, so an entry in use is refreshed 1.8 s into its life.
 std::string first_address(const ResolveResult& r) {
   return r.addrs.empty() ? std::string() : r.addrs.front().to_string();
 }
 
-TEST(ResolverCache, AHitNearExpiryRefreshesTheEntryInTheBackground) {
+TEST(ResolverCache, ANameAskedForAgainIsRefreshedBeforeItExpires) {
   FakeDns dns(false);
   SharedResolver r(dns.port());
-  // The entry's life starts when the answer arrives, a moment after this (resolve() itself
-  // returns only when the loop runs out of work, up to a few hundred ms later).
+  // The entry's life starts when the answer arrives, a moment after this.
   auto asking = std::chrono::steady_clock::now();
   auto first = r.resolve("short.test");
   ASSERT_TRUE(first[0].ok);
   EXPECT_EQ(first_address(first[0]), "198.51.100.1");
   int asked = dns.queries();
 
-  std::this_thread::sleep_until(asking + std::chrono::milliseconds(1900));
-  // In the window: answered from the cache at once, with the old address, and several hits
-  // start one refresh between them.
+  // Asked for again, several times, early in its life: each is answered from the cache, and
+  // together they plan one refresh.
   for (int i = 0; i < 5; ++i) {
     ResolveResult hit;
-    ASSERT_TRUE(r.resolver().cached("short.test", hit))
-        << "the entry expired before the test asked: the machine stalled for 100 ms";
+    ASSERT_TRUE(r.resolver().cached("short.test", hit));
     EXPECT_EQ(first_address(hit), "198.51.100.1");
   }
+  EXPECT_EQ(dns.queries(), asked);  // not yet
   ASSERT_TRUE(r.run_until([&] { return dns.queries() >= asked + 2; }))
       << "no refresh reached the server";
+  auto refreshed = std::chrono::steady_clock::now() - asking;
+  EXPECT_GE(refreshed, std::chrono::milliseconds(1700)) << "refreshed too early";
+  EXPECT_LT(refreshed, std::chrono::milliseconds(2000)) << "refreshed after it expired";
   EXPECT_TRUE(r.run_until([&] {
     ResolveResult now;
     return r.resolver().cached("short.test", now) && first_address(now) == "198.51.100.2";
   })) << "the refresh's answer did not replace the entry";
   EXPECT_EQ(dns.queries(), asked + 2);  // one A and one AAAA question for the five hits
 
-  // Past the first answer's expiry the name is still answered from the cache, without a
-  // lookup on the caller's path.
+  // Past the first answer's expiry the name is answered from the cache, without a lookup
+  // on the caller's path.
   std::this_thread::sleep_until(asking + std::chrono::milliseconds(2300));
   auto later = r.resolve("short.test");
   ASSERT_TRUE(later[0].ok);
   EXPECT_TRUE(later[0].cached);
   EXPECT_EQ(first_address(later[0]), "198.51.100.2");
+}
+
+TEST(ResolverCache, AHitLateInTheLifeRefreshesAtOnce) {
+  FakeDns dns(false);
+  SharedResolver r(dns.port());
+  auto asking = std::chrono::steady_clock::now();
+  ASSERT_TRUE(r.resolve("short.test")[0].ok);
+  int asked = dns.queries();
+  std::this_thread::sleep_until(asking + std::chrono::milliseconds(1900));
+  ResolveResult hit;
+  ASSERT_TRUE(r.resolver().cached("short.test", hit))
+      << "the entry expired before the test asked: the machine stalled for 100 ms";
+  EXPECT_EQ(first_address(hit), "198.51.100.1");  // the old answer, at once
+  EXPECT_TRUE(r.run_until([&] {
+    ResolveResult now;
+    return r.resolver().cached("short.test", now) && first_address(now) == "198.51.100.2";
+  })) << "the refresh's answer did not replace the entry";
   EXPECT_EQ(dns.queries(), asked + 2);
 }
 
-TEST(ResolverCache, ANameNobodyAsksForExpiresWithoutARefresh) {
+TEST(ResolverCache, ANameNotAskedForAgainExpiresWithoutARefresh) {
   FakeDns dns(false);
   SharedResolver r(dns.port());
   ASSERT_TRUE(r.resolve("short.test")[0].ok);
-  auto resolved = std::chrono::steady_clock::now();  // after the answer: its life has begun
   int asked = dns.queries();
-  std::this_thread::sleep_until(resolved + std::chrono::milliseconds(2200));
+  // The loop runs through the time a refresh would be due and past the expiry.
+  r.run_until([] { return false; }, std::chrono::milliseconds(2200));
   EXPECT_EQ(dns.queries(), asked);
   ResolveResult gone;
   EXPECT_FALSE(r.resolver().cached("short.test", gone));

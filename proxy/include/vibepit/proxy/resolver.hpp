@@ -7,12 +7,16 @@
 // one query. The cache holds addresses, not verdicts: every decision still classifies
 // every address it is given, so caching opens no rebinding window.
 //
-// A name in use is refreshed ahead of its expiry: a hit in the last tenth of an entry's life
-// is answered from the cache and starts one lookup in the background, whose answer replaces
-// the entry. So the tunnels to a busy host do not all wait for a fresh lookup each time its
-// TTL runs out. Nothing is served past its TTL, and a name nobody asks for just expires.
+// A name in use is refreshed ahead of its expiry: if an entry answers any lookup during its
+// life, one query is sent in the background when nine tenths of that life have passed (at
+// once, if the hit comes later than that), and its answer replaces the entry. So the
+// tunnels to a busy host do not wait for a fresh lookup each time its TTL runs out. Nothing
+// is served past its TTL, a failed refresh leaves the entry to expire, and a name not asked
+// for again during its life just expires: at rest the resolver sends nothing.
+
 #include <chrono>
 #include <list>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -87,17 +91,24 @@ class Resolver {
     asio::io_context& io_;
   };
   struct Query;
+  using Clock = std::chrono::steady_clock;
   struct CacheEntry {
     std::vector<policy::IpAddr> addrs;
-    std::chrono::steady_clock::time_point expires;
-    std::chrono::steady_clock::time_point refresh_at;  // a hit from here on refreshes it
+    Clock::time_point expires;
+    Clock::time_point refresh_at;  // nine tenths of its life
     std::list<std::string>::iterator lru;
+    bool refresh_planned = false;  // it has answered a lookup: refreshed at refresh_at
   };
 
   void start(std::string name, std::unique_ptr<WaiterBase> waiter);
   // Puts a query for `name` on the wire; its answer goes to finish(). The caller has made
   // its inflight_ entry.
   void send(const std::string& name);
+  // A query with no waiters yet, unless one for `name` is already on the wire.
+  void refresh(const std::string& name);
+  void plan_refresh(Clock::time_point at, const std::string& name);
+  void arm_refresh_timer(Clock::time_point at);
+  void refresh_due();
   void finish(const std::string& name, const ResolveResult& r, int ttl);
   bool from_cache(const std::string& name, WaiterBase& waiter);
   static void on_addrinfo(void* arg, int status, int timeouts, ares_addrinfo* res);
@@ -107,6 +118,10 @@ class Resolver {
   std::unordered_map<std::string, CacheEntry> cache_;
   std::list<std::string> lru_;  // most recently used first
   std::unordered_map<std::string, std::vector<std::unique_ptr<WaiterBase>>> inflight_;
+  std::multimap<Clock::time_point, std::string> refresh_plan_;  // may hold stale items
+  asio::steady_timer refresh_timer_;
+  Clock::time_point refresh_timer_at_ = Clock::time_point::max();  // its pending wait's
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Last, so it is destroyed first: its pending lookups complete (ARES_EDESTRUCTION) while
   // the cache and the waiters they touch still exist.
   runtime::AresChannel channel_;
