@@ -505,7 +505,8 @@ def summarize(topo, workload, runs):
     return res
 
 
-def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed_requests, slices=1):
+def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed_requests, slices=1,
+                   seed=14):
     """Every workload through every system, interleaved: each round runs each workload through
     each system (`repeat` runs), in an order that rotates by one system per round, so that
     the systems a target compares are measured seconds apart rather than minutes, and none is
@@ -518,6 +519,13 @@ def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed
     slices. Shorter stalls, within a slice, still fall on one system: quantile_interval() says
     how far they move a difference. The tunnels counted are the same.
 
+    Each slice runs the systems in a new order, drawn at random (from `seed`, so a run can be
+    repeated), so that every system follows every other about equally often. What ran just
+    before moves a slice's tail: after the no-proxy column the proxy core has been idle for a
+    second, and squid leaves work behind. A fixed rotation, even one reversed every other
+    slice, keeps each system's neighbours: vibepit-proxy always came after the no-proxy column
+    or haproxy, never after squid, and the second haproxy after squid half the time.
+
     `systems` maps a name to its Column. Returns (name -> figures, name -> workload -> the
     runs of each round). A system whose run fails is reported as None and left out of the
     rounds that follow."""
@@ -527,6 +535,7 @@ def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed
               for n in names}
     runs = {n: {w: [] for w in args[n]} for n in names}
     samples = os.path.join(topo.tmp, "samples.txt")
+    rng = random.Random(seed)
     failed = {}
     for rnd in range(rounds):
         order = names[rnd % len(names):] + names[:rnd % len(names)]
@@ -534,10 +543,8 @@ def measure_rounds(topo, systems, rounds, repeat, duration, fixed_tunnels, fixed
             fixed_tunnels_run = w in FIXED_TUNNEL_WORKLOADS
             extra = ["--samples", samples] if fixed_tunnels_run else []
             batches = {n: [] for n in order}
-            for sl in range(slices if fixed_tunnels_run else 1):
-                # Every other slice in the reverse order, so that no system always follows
-                # the same neighbour (a rotation alone keeps every system's neighbours).
-                for n in (order if sl % 2 == 0 else order[::-1]):
+            for _ in range(slices if fixed_tunnels_run else 1):
+                for n in (rng.sample(order, len(order)) if fixed_tunnels_run else order):
                     if n in failed or w not in args[n]:
                         continue
                     argv = (sliced if fixed_tunnels_run else args)[n][w] + extra
