@@ -25,7 +25,9 @@ Resolver::Resolver(asio::io_context& io, const std::vector<runtime::Endpoint>& s
 
 // Pending lookups complete with ARES_EDESTRUCTION when channel_ goes; their handlers are
 // posted, not run.
-Resolver::~Resolver() { *alive_ = false; }
+Resolver::~Resolver() {
+  *alive_ = false;
+}
 
 bool Resolver::cached(const std::string& name, ResolveResult& out) {
   auto it = cache_.find(name);
