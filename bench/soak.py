@@ -164,8 +164,13 @@ class Soak:
         with open(path, "w") as f:
             json.dump(cfg, f)
         sd = os.path.join(t.tmp, "session")
+        env = netns.clean_env()
+        if self.args.asan_quarantine_mb is not None:
+            # ASan reads its options left to right: this one overrides an earlier setting.
+            quarantine = "quarantine_size_mb=%d" % self.args.asan_quarantine_mb
+            env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), quarantine]))
         self.proc = t.popen(t.px, [t.bin("vibepit-proxy"), "--config", path, "--session-dir", sd],
-                            log="vibepit")
+                            log="vibepit", env=env)
         compare.wait_for_listen(t, self.proc, "vibepit", r"listening control 127\.0\.0\.1:(\d+)")
         text = t.read_log("vibepit")
         self.port = int(re.search(r"listening proxy 192\.0\.2\.1:(\d+)", text).group(1))
@@ -666,6 +671,11 @@ def main():
     ap.add_argument("--rss-growth", type=float, default=0.05,
                     help="how much RSS at rest may grow over the warm baseline (0.05: 5%%); the "
                          "sanitizer builds need more, for shadow memory and ASan's quarantine")
+    ap.add_argument("--asan-quarantine-mb", type=int, default=None,
+                    help="an ASan build's quarantine for the proxy (ASan's default is 256 MB): "
+                         "freed memory it holds back fills it over minutes, and RSS grows with it "
+                         "until it is full, so a small one is full by the end of the warm-up and RSS "
+                         "at rest measures the proxy")
     ap.add_argument("--heap-growth", type=float, default=0.05,
                     help="how much the heap in use at rest may grow over the warm baseline, the "
                          "rules added taken out (release builds; sanitizer builds do not report it)")
