@@ -125,9 +125,24 @@ class TopologyCase(unittest.TestCase):
         return c
 
     def tunnel(self, target, proxy=None, timeout=5.0):
-        c, resp = connect_tunnel(self.topo, (proxy or self.proxy).port, target, timeout=timeout)
+        try:
+            c, resp = connect_tunnel(self.topo, (proxy or self.proxy).port, target, timeout=timeout)
+        except TimeoutError:
+            # What the proxy and the fake DNS were doing: a lookup, a dial and a refusal each
+            # end well inside the timeout, so this is a stall worth reading about.
+            self.fail("CONNECT %s: no answer within %g s; %s%s" % (
+                target, timeout, self.dns_seen(target.rsplit(":", 1)[0]), self.diag(proxy)))
         self.addCleanup(c.close)
         return c, resp
+
+    def dns_seen(self, host):
+        """The fake DNS server's query counts for host, and the tail of its log."""
+        try:
+            counts = {t: self.topo.dns_count("%s/%s" % (host, t)) for t in ("A", "AAAA")}
+        except (OSError, ValueError, KeyError) as e:
+            counts = "unreadable (%s)" % e
+        return "fake DNS queries for %s: %s\n--- fake DNS log (tail) ---\n%s" % (
+            host, counts, self.topo.read_log("fake_dns")[-1500:])
 
     def curl(self, *args, proxy=None, tunnel=False, timeout=10.0):
         p = proxy or self.proxy
