@@ -16,6 +16,7 @@
 #include <asio/write.hpp>
 
 #include "vibepit/runtime/accept_loop.hpp"
+#include "vibepit/runtime/thread_name.hpp"
 #include "vibepit/runtime/token_bucket.hpp"
 
 namespace vibepit::control {
@@ -242,7 +243,10 @@ void ControlServer::start() {
                                         }),
                    asio::detached);
   }
-  thread_ = std::thread([this] { impl_->io.run(); });
+  thread_ = std::thread([this] {
+    runtime::name_this_thread("vp-control");
+    impl_->io.run();
+  });
 }
 
 void ControlServer::stop() {

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
 #include "vibepit/runtime/endpoint.hpp"
+#include "vibepit/runtime/thread_name.hpp"
 
 namespace vibepit::proxy {
 
@@ -45,7 +47,12 @@ std::vector<runtime::Loop> ProxyServer::loops() const {
 }
 
 void ProxyServer::start() {
-  for (auto& w : workers_) threads_.emplace_back([&w = *w] { w.run(); });
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    threads_.emplace_back([&w = *workers_[i], i] {
+      runtime::name_this_thread("vp-proxy-" + std::to_string(i));
+      w.run();
+    });
+  }
 }
 
 void ProxyServer::shutdown() {

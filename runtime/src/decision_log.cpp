@@ -2,6 +2,7 @@
 
 #include "vibepit/policy/ip.hpp"
 #include "vibepit/runtime/config.hpp"
+#include "vibepit/runtime/thread_name.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -417,7 +418,10 @@ DecisionLog::Producer& DecisionLog::make_producer(std::size_t capacity) {
 }
 
 void DecisionLog::start() {
-  writer_ = std::thread([this] { run(); });
+  writer_ = std::thread([this] {
+    name_this_thread("vp-log");
+    run();
+  });
 }
 
 void DecisionLog::stop() {
