@@ -130,8 +130,9 @@ class TopologyCase(unittest.TestCase):
         except TimeoutError:
             # What the proxy and the fake DNS were doing: a lookup, a dial and a refusal each
             # end well inside the timeout, so this is a stall worth reading about.
-            self.fail("CONNECT %s: no answer within %g s; %s%s" % (
-                target, timeout, self.dns_seen(target.rsplit(":", 1)[0]), self.diag(proxy)))
+            self.fail("CONNECT %s: no answer within %g s; %s\n%s%s" % (
+                target, timeout, self.dns_seen(target.rsplit(":", 1)[0]),
+                self.stall_report(proxy), self.diag(proxy)))
         self.addCleanup(c.close)
         return c, resp
 
@@ -143,6 +144,20 @@ class TopologyCase(unittest.TestCase):
             counts = "unreadable (%s)" % e
         return "fake DNS queries for %s: %s\n--- fake DNS log (tail) ---\n%s" % (
             host, counts, self.topo.read_log("fake_dns")[-1500:])
+
+    def stall_report(self, proxy=None):
+        """Where a connection to the proxy waits, from the kernel's side: every socket on its
+        port (one LISTEN line per worker, whose Recv-Q is that worker's accept queue: a
+        queue that stays full is a worker that does not accept; SYN-RECV is a client whose
+        request has not arrived yet), and what each of the proxy's threads is doing."""
+        p = proxy or self.proxy
+        try:
+            ss = self.topo.run(self.topo.px, ["ss", "-tanoH", "sport = :%d" % p.port], timeout=5)
+            sockets = ss.stdout.decode("utf-8", "replace") or ss.stderr.decode("utf-8", "replace")
+        except Exception as e:  # a report must not hide the failure it describes
+            sockets = "ss failed (%s)" % e
+        return "--- sockets on the proxy's port ---\n%s--- proxy threads ---\n%s" % (
+            sockets, p.threads())
 
     def curl(self, *args, proxy=None, tunnel=False, timeout=10.0):
         p = proxy or self.proxy

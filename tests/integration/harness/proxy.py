@@ -178,6 +178,29 @@ class Proxy:
         except OSError:
             return ""
 
+    def threads(self):
+        """One line per thread of the process: id, name, state (R running, S sleeping, D in
+        the kernel), and where it sleeps in the kernel (wchan: ep_poll is an event loop
+        waiting for work, futex_wait_queue a thread blocked on a lock or condition)."""
+        base = "/proc/%d/task" % self.proc.pid
+        try:
+            tids = sorted(os.listdir(base), key=int)
+        except OSError as e:
+            return "unreadable (%s)" % e
+
+        def read(tid, name):
+            try:
+                with open(os.path.join(base, tid, name)) as f:
+                    return f.read().strip()
+            except OSError:
+                return "?"
+        lines = []
+        for tid in tids:
+            stat = read(tid, "stat")
+            state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else "?"
+            lines.append("%s %-15s %s wchan=%s" % (tid, read(tid, "comm"), state, read(tid, "wchan")))
+        return "\n".join(lines)
+
     def diag(self):
         """Text for assertion messages: tail of stderr and decision log."""
         return "\n--- proxy stderr (tail) ---\n%s\n--- decision log (tail) ---\n%s" % (
