@@ -6,9 +6,12 @@
    CONNECT for it at once and again until the answer is not 403 (an allowed CONNECT to a
    closed port gets 502). The figure is the time from the POST's response to the first
    non-403 answer, so it includes one CONNECT round trip: an upper bound.
-2. Throughput under updates: vibepit-bench CONNECT setup rate and keep-alive HTTP
-   requests/s with no rule changes, and while one rule is added every second; alternated,
-   each --repeat times, medians compared.
+2. Cost under updates: what a CONNECT set-up and a keep-alive request cost the proxy in
+   CPU (process and its core's softirq, per 1 000), with no rule changes and while one rule
+   is added every second. The proxy runs one thread pinned to one core (its control thread
+   shares that core, so the updates' own cost counts), the load the other core, as in the
+   proxy comparison. Each round measures both conditions back to back, in turns of order;
+   the figure is the median of the rounds' ratios, with the rates beside it.
 3. Publishing: vibepit-microbench BM_CompileAndPublish (compile and publish 100 000 rules
    per list; time and the snapshot's heap) and BM_AddOneRule (one POST onto n rules).
 
@@ -44,7 +47,7 @@ def start_vibepit(topo, session_dir):
         "upstream-dns": [netns.DNS_ADDR],
         "allow-http": ["allowed.test:*"],
         "decision-log": os.path.join(topo.tmp, "decisions.ndjson"),
-        "threads": 0,
+        "threads": 1,  # one core, as each system in the proxy comparison
         "max-connections": 100000,
         "control-rate": 0,
     }
@@ -103,40 +106,50 @@ class Updater(threading.Thread):
                 self.added += 1
 
 
-def load_once(topo, addr, kind, duration):
-    host = "allowed.test"
-    if kind == "rate":
-        r = compare.bench(topo, ["connect-rate", "--proxy", addr, "--target", "%s:%d" % (host, compare.PORTS["echo"]),
-                                 "--concurrency", "32", "--duration", str(duration), "--max", "2000000",
-                                 "--linger0"], duration + 60)
-        return r["results"]["tunnels_per_s"], r["errors"]["total"]
-    r = compare.bench(topo, ["http-rps", "--proxy", addr, "--url", "http://%s:%d/" % (host, compare.PORTS["http"]),
-                             "--connections", "32", "--duration", str(duration), "--max", "5000000"],
-                      duration + 60)
-    return r["results"]["requests_per_s"], r["errors"]["total"]
+def measure(topo, col, kind, duration):
+    """One vibepit-bench run of `kind` ("rate" or "http") through `col`: its rate, its CPU
+    per 1 000 units (process and softirq together) and its errors."""
+    args = compare.workload_args(col, duration, 0, 0)[kind]
+    run = compare.metered(topo, col, args, duration + 60)
+    rate = run["results"]["tunnels_per_s" if kind == "rate" else "requests_per_s"]
+    return rate, compare.run_cost(topo, kind, run), run["errors"]["total"]
 
 
-def under_updates(topo, addr, conn, duration, repeat):
+def under_updates(topo, col, conn, duration, repeat):
+    """Per kind: each round measures the proxy quiet and while rules are added, in turns of
+    order (a drift of the machine during a round then favours each condition as often),
+    and the round's ratio is busy over quiet. The medians of the ratios are the figures."""
     out = {}
     for kind in ("rate", "http"):
-        quiet, busy, errors, added = [], [], 0, 0
+        runs = {"quiet": [], "busy": []}
+        errors = added = 0
         for rnd in range(repeat):
-            v, e = load_once(topo, addr, kind, duration)
-            quiet.append(v)
-            errors += e
-            u = Updater(conn, 1.0, rnd)
-            u.start()
-            v, e = load_once(topo, addr, kind, duration)
-            u.stop_event.set()
-            u.join(10)
-            busy.append(v)
-            errors += e
-            added += u.added
-        q, b = statistics.median(quiet), statistics.median(busy)
-        out[kind] = {"quiet": q, "busy": b, "ratio": b / q, "quiet_runs": quiet, "busy_runs": busy,
-                     "errors": errors, "rules_added": added}
-        print("compare-control: %s quiet %.0f/s, with updates %.0f/s (%.1f%%), %d rules added, %d errors"
-              % (kind, q, b, 100 * b / q, added, errors), flush=True)
+            for cond in (("quiet", "busy") if rnd % 2 == 0 else ("busy", "quiet")):
+                u = None
+                if cond == "busy":
+                    u = Updater(conn, 1.0, rnd)
+                    u.start()
+                rate, cost, e = measure(topo, col, kind, duration)
+                if u:
+                    u.stop_event.set()
+                    u.join(10)
+                    added += u.added
+                runs[cond].append({"rate": rate, "cost": cost})
+                errors += e
+        ratios = [b["cost"] / q["cost"] for q, b in zip(runs["quiet"], runs["busy"])]
+        rate_ratios = [b["rate"] / q["rate"] for q, b in zip(runs["quiet"], runs["busy"])]
+        out[kind] = {
+            "cost_ratio": statistics.median(ratios), "cost_ratios": ratios,
+            "rate_ratio": statistics.median(rate_ratios), "rate_ratios": rate_ratios,
+            "quiet_cost": statistics.median(r["cost"] for r in runs["quiet"]),
+            "busy_cost": statistics.median(r["cost"] for r in runs["busy"]),
+            "quiet_rate": statistics.median(r["rate"] for r in runs["quiet"]),
+            "busy_rate": statistics.median(r["rate"] for r in runs["busy"]),
+            "runs": runs, "errors": errors, "rules_added": added}
+        print("compare-control: %s CPU per 1 000 with updates %.3fx (rounds %s), rate %.3fx; "
+              "%d rules added, %d errors" % (
+                  kind, out[kind]["cost_ratio"], " ".join("%.3f" % r for r in ratios),
+                  out[kind]["rate_ratio"], added, errors), flush=True)
     return out
 
 
@@ -164,16 +177,19 @@ def render(res, path):
 
     def line(label, value, goal, ok):
         return "| %s | %s | %s | %s |" % (label, value, goal, "" if ok is None else ("met" if ok else "**not met**"))
+
+    def under(what, unit, r):
+        return line("%s: CPU-s per 1 000 %s, one rule added per second vs none" % (what, unit),
+                    "%.3f× (%.4f vs %.4f; rounds %.3f×–%.3f×); rate %.3f× (%.0f vs %.0f/s)" % (
+                        r["cost_ratio"], r["busy_cost"], r["quiet_cost"], min(r["cost_ratios"]),
+                        max(r["cost_ratios"]), r["rate_ratio"], r["busy_rate"], r["quiet_rate"]),
+                    "≤ 1.05×", r["cost_ratio"] <= 1.05)
     rows = [
         line("rule visible after `POST /v1/allow-http` returns (median of %d)" % v["rounds"],
              "%.3f ms (p99 %.3f ms, max %.3f ms; %d retries)" % (v["median_ms"], v["p99_ms"], v["max_ms"], v["retries"]),
              "< 1 ms", v["median_ms"] < 1),
-        line("CONNECT setup rate, one rule added per second vs none",
-             "%.1f%% (%.0f vs %.0f tunnels/s)" % (100 * u["rate"]["ratio"], u["rate"]["busy"], u["rate"]["quiet"]),
-             "within 5%", u["rate"]["ratio"] >= 0.95),
-        line("keep-alive HTTP, one rule added per second vs none",
-             "%.1f%% (%.0f vs %.0f requests/s)" % (100 * u["http"]["ratio"], u["http"]["busy"], u["http"]["quiet"]),
-             "within 5%", u["http"]["ratio"] >= 0.95),
+        under("CONNECT set-up", "tunnels", u["rate"]),
+        under("keep-alive HTTP", "requests", u["http"]),
         line("compile and publish 100 000 allow-http + 100 000 allow-dns rules",
              "%.0f ms, %.1f MiB (%.0f bytes per rule)" % (cp["ms"], cp["snapshot_MiB"], cp["bytes_per_rule"]),
              "≤ 300 ms", cp["ms"] <= 300),
@@ -186,7 +202,8 @@ def render(res, path):
             goal, ok = ("≤ 5 ms", b["ms"] <= 5) if n == "100000" else ("report", None)
             rows.append(line("one `POST /v1/allow-http` onto %s rules per list" % n, "%.3f ms" % b["ms"], goal, ok))
     compare.write_block(path, "compare-control", [
-        "Run: %s, %s, %d s per load measurement, median of %d, data-path errors during the runs: %d." % (
+        "Run: %s, %s, proxy on one pinned core and the load on the other, %d s per load "
+        "measurement, %d rounds, data-path errors during the runs: %d." % (
             res["when"], res["machine"], res["duration_s"], res["repeat"],
             u["rate"]["errors"] + u["http"]["errors"]),
         "",
@@ -199,7 +216,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--duration", type=int, default=5, help="seconds per load measurement")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds per condition; medians are compared")
+    ap.add_argument("--repeat", type=int, default=6,
+                    help="rounds of the cost under updates, each measuring both conditions")
     ap.add_argument("--rounds", type=int, default=300, help="visibility samples")
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-control.json"))
     ap.add_argument("--markdown", default=os.path.join(ROOT, "docs", "benchmarks.md"))
@@ -210,13 +228,14 @@ def main():
     res = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
            "duration_s": args.duration, "repeat": args.repeat}
-    with compare.BenchTopology(args.bin_dir) as topo:
+    with compare.BenchTopology(args.bin_dir, pin=True) as topo:
         session = os.path.join(topo.tmp, "session")
         p, addr, local_port, (control_host, control_port) = start_vibepit(topo, session)
         conn = ControlConn.for_session(topo, topo.px, control_host, control_port, session)
         res["visibility"] = visibility(topo, local_port, conn, args.rounds)
         print("compare-control: visibility", res["visibility"], flush=True)
-        res["updates"] = under_updates(topo, addr, conn, args.duration, args.repeat)
+        res["updates"] = under_updates(topo, compare.via_proxy(addr, p.pid), conn, args.duration,
+                                       args.repeat)
         conn.close()
         topo.stop_process(p)
     res["publishing"] = publishing(args.bin_dir)
