@@ -67,8 +67,9 @@ asio::awaitable<void> yield_now() {
 // pumps call recv/send/splice directly and only wait when the socket is likely empty.
 // After EAGAIN the kernel signals a fresh edge for anything new, and async_wait_edge()
 // waits for it without a system call (runtime/reactor.hpp). Elsewhere (a pump's start, a
-// short read that may have stopped at a FIN) async_wait() re-arms the descriptor
-// (EPOLL_CTL_MOD), which reports at once what is already there.
+// short read that may have stopped at a FIN the reactor cannot vouch for)
+// async_wait_rearmed() re-arms the descriptor (EPOLL_CTL_MOD), which reports at once what
+// is already there, and registers EPOLLRDHUP so that later short reads need no re-arm.
 asio::awaitable<bool> wait_edge(tcp::socket& s, runtime::Edge edge) {
   asio::error_code ec;
   co_await runtime::async_wait_edge(s, edge, asio::redirect_error(asio::use_awaitable, ec));
@@ -77,7 +78,8 @@ asio::awaitable<bool> wait_edge(tcp::socket& s, runtime::Edge edge) {
 
 asio::awaitable<bool> wait_rearmed(tcp::socket& s) {
   asio::error_code ec;
-  co_await s.async_wait(tcp::socket::wait_read, asio::redirect_error(asio::use_awaitable, ec));
+  co_await runtime::async_wait_rearmed(s, runtime::Edge::read,
+                                       asio::redirect_error(asio::use_awaitable, ec));
   co_return !ec;
 }
 
@@ -137,6 +139,22 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
 // read: wait for the next edge).
 enum class Empty { no, likely, surely };
 
+// After a short read: the receive queue was empty when recv() returned, but a FIN that came
+// with the bytes raised no edge of its own. The reactor's latest report says whether it had
+// come (runtime::peer_close): then the next recv() says 0; if not, a FIN to come will raise
+// an edge. Unknown (no EPOLLRDHUP registered yet): re-arm.
+Empty after_short_read(tcp::socket& s) {
+  switch (runtime::peer_close(s)) {
+    case runtime::PeerClose::reported:
+      return Empty::no;
+    case runtime::PeerClose::not_reported:
+      return Empty::surely;
+    case runtime::PeerClose::unknown:
+      break;
+  }
+  return Empty::likely;
+}
+
 // Copy through a per-thread scratch buffer: a pump holds no memory of its own unless the
 // receiver is slower than the sender, and then only for the bytes it could not take.
 // With `upgrade`, a read that fills the buffer means bulk transfer: hand over to splice.
@@ -168,7 +186,7 @@ asio::awaitable<Outcome> copy_pump(tcp::socket& from, tcp::socket& to,
       continue;
     }
     if (n == 0) co_return Outcome::eof;
-    empty = static_cast<std::size_t>(n) < sizeof scratch ? Empty::likely : Empty::no;
+    empty = static_cast<std::size_t>(n) < sizeof scratch ? after_short_read(from) : Empty::no;
     auto len = static_cast<std::size_t>(n);
     std::size_t sent = 0;
     while (sent < len) {

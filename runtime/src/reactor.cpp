@@ -32,10 +32,42 @@ struct RegisteredEvents {
   using type = std::uint32_t asio::detail::epoll_reactor::descriptor_state::*;
   friend type member_of(RegisteredEvents);
 };
+// The events of a descriptor's latest readiness report: the reactor keeps them in the
+// descriptor state's scheduler_operation base (a private base, hence the cast below), and
+// hands them to perform_io() as the operation's result.
+struct ReportedEvents {
+  using type = unsigned int asio::detail::scheduler_operation::*;
+  friend type member_of(ReportedEvents);
+};
 template struct Expose<EpollFd, &asio::detail::epoll_reactor::epoll_fd_>;
 template struct Expose<RegisteredEvents,
                        &asio::detail::epoll_reactor::descriptor_state::registered_events_>;
+template struct Expose<ReportedEvents, &asio::detail::scheduler_operation::task_result_>;
+
+asio::detail::epoll_reactor::descriptor_state* state_of(asio::ip::tcp::socket& socket) {
+  auto& impl = reactor_detail::Internals<asio::ip::tcp::socket>::of(socket);
+  if (impl.socket_ == asio::detail::invalid_socket) return nullptr;
+  return impl.reactor_data_;
+}
 }  // namespace
+
+void watch_peer_close(asio::ip::tcp::socket& socket) {
+  auto* state = state_of(socket);
+  if (state == nullptr) return;
+  auto& registered = state->*member_of(RegisteredEvents{});
+  if (registered != 0) registered |= EPOLLRDHUP;  // 0: not in epoll at all
+}
+
+PeerClose peer_close(asio::ip::tcp::socket& socket) {
+  auto* state = state_of(socket);
+  if (state == nullptr || (state->*member_of(RegisteredEvents{}) & EPOLLRDHUP) == 0) {
+    return PeerClose::unknown;
+  }
+  // A C-style cast may name an inaccessible base ([expr.cast]/4); static_cast may not.
+  const auto* op = (const asio::detail::scheduler_operation*)state;  // NOLINT
+  return (op->*member_of(ReportedEvents{}) & EPOLLRDHUP) != 0 ? PeerClose::reported
+                                                              : PeerClose::not_reported;
+}
 
 bool ReadInterest::set(bool reads) {
   auto& impl = reactor_detail::Internals<asio::ip::tcp::socket>::of(socket_);
@@ -70,8 +102,7 @@ asio::awaitable<asio::error_code> connect_fresh(asio::ip::tcp::socket& socket,
   if (errno != EINPROGRESS) co_return errno_code(errno);
   // A connecting socket is reported writable once connected, or with EPOLLERR/EPOLLHUP
   // when the attempt failed: either way the wait ends only when the attempt has.
-  co_await socket.async_wait(asio::ip::tcp::socket::wait_write,
-                             asio::redirect_error(asio::use_awaitable, ec));
+  co_await async_wait_rearmed(socket, Edge::write, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return ec;  // closed meanwhile (the connect deadline): operation_aborted
   int err = 0;
   socklen_t len = sizeof err;

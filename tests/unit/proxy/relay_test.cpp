@@ -10,6 +10,7 @@
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
+#include <cstring>
 #include <thread>
 
 namespace vibepit::proxy {
@@ -32,14 +33,16 @@ std::string pattern(std::size_t n, unsigned seed) {
   return s;
 }
 
-// The relay under test on `io`, with no activity callback.
+// The relay under test on `io`, with no activity callback; `done` (if given) is set when it
+// returns.
 void spawn_relay(asio::io_context& io, tcp::socket& client_side, tcp::socket& upstream_side,
-                 bool use_splice, RelayStats& stats) {
+                 bool use_splice, RelayStats& stats, bool* done = nullptr) {
   asio::co_spawn(
       io,
-      [&, use_splice]() -> asio::awaitable<void> {
+      [&, use_splice, done]() -> asio::awaitable<void> {
         co_await relay(
             client_side, upstream_side, use_splice, [] {}, stats);
+        if (done) *done = true;
       },
       asio::detached);
 }
@@ -98,14 +101,7 @@ TEST_P(Relay, ResetOnOneSideClosesTheOther) {
   auto [upstream_side, server_app] = socket_pair(io);
   RelayStats stats;
   bool relay_done = false;
-  asio::co_spawn(
-      io,
-      [&]() -> asio::awaitable<void> {
-        co_await relay(
-            client_side, upstream_side, GetParam(), [] {}, stats);
-        relay_done = true;
-      },
-      asio::detached);
+  spawn_relay(io, client_side, upstream_side, GetParam(), stats, &relay_done);
   std::thread io_thread([&] { io.run_for(std::chrono::seconds(10)); });
   // An abortive close (RST) of the server side.
   server_app.set_option(asio::socket_base::linger(true, 0));
@@ -210,6 +206,66 @@ TEST_P(Relay, ASlowReceiverGetsEverythingAndLaterBytesStillFlow) {
   server_app.close();
   io_thread.join();
   EXPECT_EQ(stats.spliced, GetParam());  // known once the relay has ended
+}
+
+// A conversation of short turns (each a short read for the pump), whose last turn each way
+// carries its FIN with its bytes: the relay must see each FIN although it raised no edge of
+// its own (the pumps skip the re-arm after a short read only when the reactor's report
+// vouches for it, runtime::peer_close). The apps' reads are bounded: a lost FIN fails, not
+// hangs.
+TEST_P(Relay, ShortTurnsEndingInBytesWithTheirFinEndTheTunnel) {
+  asio::io_context io;
+  auto [client_app, client_side] = socket_pair(io);
+  auto [upstream_side, server_app] = socket_pair(io);
+  RelayStats stats;
+  bool relay_done = false;
+  spawn_relay(io, client_side, upstream_side, GetParam(), stats, &relay_done);
+  std::thread io_thread([&] { io.run_for(std::chrono::seconds(20)); });
+  const timeval bound{5, 0};
+  for (auto* s : {&client_app, &server_app}) {
+    ASSERT_EQ(::setsockopt(s->native_handle(), SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound), 0);
+  }
+  // Plain recv() (which SO_RCVTIMEO bounds; Asio's blocking reads would poll on).
+  // Exactly `n` bytes of one turn.
+  auto take = [](tcp::socket& s, std::size_t n) {
+    std::string got;
+    char buf[64];
+    while (got.size() < n) {
+      ssize_t r = ::recv(s.native_handle(), buf, std::min(sizeof buf, n - got.size()), 0);
+      if (r <= 0) {
+        ADD_FAILURE() << "recv: " << r << " " << std::strerror(errno);
+        break;
+      }
+      got.append(buf, static_cast<std::size_t>(r));
+    }
+    return got;
+  };
+  // Then EOF, not a timeout.
+  auto expect_eof = [](tcp::socket& s, const char* who) {
+    char c;
+    ssize_t r = ::recv(s.native_handle(), &c, 1, 0);
+    EXPECT_EQ(r, 0) << who << ": no EOF (" << std::strerror(errno) << ")";
+  };
+  for (int turn = 0; turn < 20; ++turn) {
+    const std::string q = "q" + std::to_string(turn), a = "answer " + std::to_string(turn);
+    asio::write(client_app, asio::buffer(q));
+    EXPECT_EQ(take(server_app, q.size()), q);
+    asio::write(server_app, asio::buffer(a));
+    EXPECT_EQ(take(client_app, a.size()), a);
+  }
+  // The client's last bytes and its FIN back to back, then the server's.
+  asio::write(client_app, asio::buffer("bye", 3));
+  client_app.shutdown(tcp::socket::shutdown_send);
+  EXPECT_EQ(take(server_app, 3), "bye");
+  expect_eof(server_app, "server");
+  asio::write(server_app, asio::buffer("end", 3));
+  server_app.shutdown(tcp::socket::shutdown_send);
+  EXPECT_EQ(take(client_app, 3), "end");
+  expect_eof(client_app, "client");
+  io_thread.join();
+  EXPECT_TRUE(relay_done);
+  EXPECT_EQ(stats.up, 20 * 2 + 10 * 1 + 3);  // q0..q9 are 2 bytes, q10..q19 are 3
+  EXPECT_EQ(stats.down, 20 * 8 + 10 * 1 + 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(SpliceAndCopy, Relay, ::testing::Values(true, false),

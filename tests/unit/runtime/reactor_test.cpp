@@ -94,6 +94,31 @@ struct Pair {
     async_wait_edge(near, edge, [done](const asio::error_code& ec) { *done = ec; });
     return done;
   }
+  std::shared_ptr<std::optional<asio::error_code>> wait_rearmed(Edge edge) {
+    auto done = std::make_shared<std::optional<asio::error_code>>();
+    async_wait_rearmed(near, edge, [done](const asio::error_code& ec) { *done = ec; });
+    return done;
+  }
+  // A re-arming wait on the drained `near`, completed by `n` bytes from `far` (and its FIN,
+  // with `fin`, sent right after them).
+  void rearmed_wait_for(std::size_t n, bool fin = false) {
+    drain(near);
+    auto done = wait_rearmed(Edge::read);
+    put(far, n);
+    if (fin) far.shutdown(tcp::socket::shutdown_send);
+    settle();
+    ASSERT_TRUE(done->has_value());
+    EXPECT_FALSE(done->value());
+  }
+  // One recv() on `near`: the byte count, 0 at EOF, -1 with EAGAIN.
+  ssize_t read_once() {
+    char buf[4096];
+    ssize_t n = ::recv(near.native_handle(), buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0) {
+      EXPECT_TRUE(errno == EAGAIN || errno == EWOULDBLOCK) << std::strerror(errno);
+    }
+    return n;
+  }
 };
 
 TEST(EdgeWait, CompletesWhenBytesArriveAfterEagain) {
@@ -331,6 +356,77 @@ TEST(EdgeWait, WorksOnDatagramSockets) {
   EXPECT_EQ(::recv(rx.native_handle(), buf, sizeof buf, MSG_DONTWAIT), 1);
 }
 
+// async_wait_rearmed(): bytes already there complete it (the re-arm reports them), and the
+// edge it completes on is consumed, so the next edge wait sleeps until something new.
+TEST(RearmedWait, BytesAlreadyThereCompleteItAndItsEdgeIsConsumed) {
+  Pair p;
+  Pair::drain(p.near);
+  p.put(p.far, 3);
+  p.settle();  // reported to a reactor with nothing waiting: an edge on record
+  auto first = p.wait_rearmed(Edge::read);
+  p.settle();
+  ASSERT_TRUE(first->has_value()) << "the re-arm did not report the bytes already there";
+  EXPECT_FALSE(first->value());
+  EXPECT_EQ(p.read_once(), 3);  // a short read: the contract's end of this edge
+  auto next = p.wait(Edge::read);
+  p.settle();
+  EXPECT_FALSE(next->has_value()) << "an edge wait completed for the edge already consumed";
+  p.put(p.far, 1);
+  p.settle();
+  EXPECT_TRUE(next->has_value());
+}
+
+// peer_close(): unknown until a re-arming wait has put EPOLLRDHUP into the registration.
+TEST(PeerClose, UnknownUntilARearmedWait) {
+  Pair p;
+  EXPECT_EQ(peer_close(p.near), PeerClose::unknown);
+  p.rearmed_wait_for(1);
+  EXPECT_NE(peer_close(p.near), PeerClose::unknown);
+}
+
+// The case that makes a short read ambiguous: bytes and FIN in one report. The read takes
+// both (the next recv() says 0) and no edge follows; peer_close() says the FIN was reported.
+TEST(PeerClose, AFinThatCameWithTheBytesIsReported) {
+  Pair p;
+  p.rearmed_wait_for(5, true);
+  EXPECT_EQ(p.read_once(), 5);
+  EXPECT_EQ(peer_close(p.near), PeerClose::reported);
+  EXPECT_EQ(p.read_once(), 0);
+}
+
+// Bytes reported without a FIN; the FIN comes after the report, before the read, which
+// takes it along. It was not reported, and it raises an edge of its own: the edge wait that
+// a pump makes after the short read completes, and the next recv() says 0.
+TEST(PeerClose, AFinAfterTheReportRaisesAnEdge) {
+  Pair p;
+  p.rearmed_wait_for(5);
+  p.far.shutdown(tcp::socket::shutdown_send);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // processed, not yet reported
+  EXPECT_EQ(p.read_once(), 5);
+  EXPECT_EQ(peer_close(p.near), PeerClose::not_reported);
+  auto next = p.wait(Edge::read);
+  p.settle();
+  ASSERT_TRUE(next->has_value()) << "the FIN after the report raised no edge: a pump would hang";
+  EXPECT_EQ(peer_close(p.near), PeerClose::reported);
+  EXPECT_EQ(p.read_once(), 0);
+}
+
+// With nothing more from the peer, a short read's report says no FIN, and the edge wait
+// after it sleeps: no re-arm and no wake-up for nothing.
+TEST(PeerClose, NoFinNoEdge) {
+  Pair p;
+  p.rearmed_wait_for(2);
+  EXPECT_EQ(p.read_once(), 2);
+  EXPECT_EQ(peer_close(p.near), PeerClose::not_reported);
+  auto next = p.wait(Edge::read);
+  p.settle();
+  EXPECT_FALSE(next->has_value());
+  p.far.shutdown(tcp::socket::shutdown_send);
+  p.settle();
+  ASSERT_TRUE(next->has_value());
+  EXPECT_EQ(p.read_once(), 0);
+}
+
 }  // namespace
 }  // namespace vibepit::runtime
 
@@ -444,6 +540,23 @@ TEST(ConnectFresh, ConnectsWithANonBlockingCloseOnExecSocket) {
   EXPECT_TRUE(s.is_open());
   EXPECT_TRUE(has_flags(s.native_handle()));
   EXPECT_EQ(s.remote_endpoint(), f.at);
+}
+
+// The connect's wait leaves the write edge on record: Asio's first write on the connected
+// socket writes at once instead of waiting for an edge that will not come. And the
+// connect registered EPOLLRDHUP (peer_close() knows).
+TEST(ConnectFresh, AsioWritesAtOnceAfterTheConnect) {
+  Fresh f;
+  tcp::socket s(f.io);
+  ASSERT_FALSE(f.connect(s, f.at));
+  auto peer = f.accept();
+  std::optional<std::size_t> wrote;
+  asio::async_write(s, asio::buffer("ping", 4),
+                    [&](const asio::error_code& ec, std::size_t n) { wrote = ec ? 0 : n; });
+  f.settle();
+  ASSERT_TRUE(wrote.has_value()) << "the first write after connect_fresh waited for an edge";
+  EXPECT_EQ(*wrote, 4u);
+  EXPECT_NE(peer_close(s), PeerClose::unknown);
 }
 
 TEST(ConnectFresh, ARefusedConnectSaysSo) {

@@ -1,5 +1,5 @@
 #pragma once
-// The three places where vibepit works below Asio's public interface, with its epoll reactor
+// The four places where vibepit works below Asio's public interface, with its epoll reactor
 // (Asio 1.22, asio::detail; the checks below pin the version and the back end). Each saves
 // system calls or wake-ups and changes nothing else.
 //
@@ -25,7 +25,12 @@
 // EAGAIN (it stopped on one). For a stream socket a short read does not: when the data
 // and the FIN arrive together there is one edge, recv() returns the data, and the FIN
 // that the next recv() would report raises no new edge. There, after a short read,
-// re-arm with async_wait() (or read again).
+// re-arm with async_wait_rearmed() (or read again), unless peer_close() (4, below) knows.
+//
+// async_wait_rearmed() is the wait for when the caller cannot know the socket is empty: it
+// re-arms the registration (one EPOLL_CTL_MOD, which reports at once whatever is already
+// there) and, like async_wait_edge(), consumes the read edge it completes on, where Asio's
+// async_wait() leaves it on record and the next edge wait would complete at once for it.
 //
 // A completion may be spurious (an edge whose bytes were already read); the next call then
 // says EAGAIN. Use it only on a socket whose io_context runs on one thread (the proxy's
@@ -88,15 +93,19 @@ class WaitOp : public asio::detail::reactor_op {
  public:
   ASIO_DEFINE_HANDLER_PTR(WaitOp);
 
-  WaitOp(Handler& handler, const IoExecutor& io_ex)
+  WaitOp(Handler& handler, const IoExecutor& io_ex, bool consume)
       : reactor_op(asio::error_code(), &WaitOp::do_perform, &WaitOp::do_complete),
         handler_(std::move(handler)),
-        work_(handler_, io_ex) {}
+        work_(handler_, io_ex),
+        consume_(consume) {}
 
   // Called by the reactor when an edge has been seen (at once, if one came while nothing
   // waited). No system call: the caller does the I/O. "Exhausted" clears the reactor's
-  // memory of the edge, so the next wait sleeps until the kernel signals again.
-  static status do_perform(reactor_op*) { return done_and_exhausted; }
+  // memory of the edge, so the next wait sleeps until the kernel signals again; without
+  // it, the reactor's own next operation in that direction tries the I/O at once.
+  static status do_perform(reactor_op* base) {
+    return static_cast<WaitOp*>(base)->consume_ ? done_and_exhausted : done;
+  }
 
   static void do_complete(void* owner, asio::detail::operation* base,
                           const asio::error_code& /*ec*/, std::size_t /*bytes*/) {
@@ -117,12 +126,14 @@ class WaitOp : public asio::detail::reactor_op {
  private:
   Handler handler_;
   asio::detail::handler_work<Handler, IoExecutor> work_;
+  bool consume_;
 };
 
 template <class Socket>
 struct Initiate {
   Socket* socket;
   Edge edge;
+  bool rearm;
 
   template <class Handler>
   void operator()(Handler&& handler) const {
@@ -130,28 +141,50 @@ struct Initiate {
     using Op = WaitOp<H, typename Socket::executor_type>;
     H h(std::forward<Handler>(handler));
     typename Op::ptr p = {std::addressof(h), Op::ptr::allocate(h), nullptr};
-    p.p = new (p.v) Op(h, socket->get_executor());
+    // A re-arming write wait leaves the edge on record: it is the wait for a connect, after
+    // which the socket has room, and Asio's first write (an async_write(), which waits for a
+    // new edge when none is on record) must try at once.
+    const bool consume = !(rearm && edge == Edge::write);
+    p.p = new (p.v) Op(h, socket->get_executor(), consume);
     auto& reactor = asio::use_service<asio::detail::reactor>(
         asio::query(socket->get_executor(), asio::execution::context));
     auto& impl = Internals<Socket>::of(*socket);
-    // allow_speculative: perform at once if the reactor holds an unconsumed edge; else
-    // queue the operation. Neither re-arms the descriptor (a first write wait adds
-    // EPOLLOUT to its registration, once). A closed socket completes with bad_descriptor.
+    // Edge wait (allow_speculative): perform at once if the reactor holds an unconsumed
+    // edge; else queue the operation. Neither re-arms the descriptor (a first write wait
+    // adds EPOLLOUT to its registration, once). Re-arming wait: queue it, and re-register
+    // the descriptor with Asio's copy of its events (plus EPOLLOUT for a write wait), which
+    // reports at once what is already there. A closed socket completes with bad_descriptor.
     reactor.start_op(
         edge == Edge::read ? asio::detail::reactor::read_op : asio::detail::reactor::write_op,
-        impl.socket_, impl.reactor_data_, p.p, false, true);
+        impl.socket_, impl.reactor_data_, p.p, false, !rearm);
     p.v = p.p = nullptr;
   }
 };
 
 }  // namespace reactor_detail
 
+// EPOLLRDHUP in the registration, for peer_close() (4, below).
+void watch_peer_close(asio::ip::tcp::socket& socket);
+
 // Complete when `socket` next becomes readable (or writable), as described above.
 // Completion signature: void(asio::error_code).
 template <class Socket, class Token>
 auto async_wait_edge(Socket& socket, Edge edge, Token&& token) {
   return asio::async_initiate<Token, void(asio::error_code)>(
-      reactor_detail::Initiate<Socket>{&socket, edge}, token);
+      reactor_detail::Initiate<Socket>{&socket, edge, false}, token);
+}
+
+// Complete when `socket` is readable (or writable), now or later: re-arms the registration
+// (one EPOLL_CTL_MOD). A read wait consumes the edge it completes on (read until EAGAIN, or
+// a short read, before the next edge wait); a write wait does not (see Initiate). For a
+// stream socket it also puts EPOLLRDHUP into the registration, so that peer_close() can
+// answer from then on.
+// Completion signature: void(asio::error_code).
+template <class Socket, class Token>
+auto async_wait_rearmed(Socket& socket, Edge edge, Token&& token) {
+  if constexpr (std::is_same_v<Socket, asio::ip::tcp::socket>) watch_peer_close(socket);
+  return asio::async_initiate<Token, void(asio::error_code)>(
+      reactor_detail::Initiate<Socket>{&socket, edge, true}, token);
 }
 
 // Give `socket` (closed) the descriptor `fd`, made by accept4() or socket() with
@@ -221,12 +254,31 @@ class ReadInterest {
   bool paused_ = false;
 };
 
+// 4. peer_close(): whether a short read took the FIN with it, from the readiness report.
+//
+// A short read from a stream socket may have consumed a FIN that came with the data (1,
+// above): the next recv() would say 0, and no new edge will come, so without knowing more a
+// pump re-arms (EPOLL_CTL_MOD) after every short read. With EPOLLRDHUP in the registration,
+// the reactor's latest report on the socket says whether the FIN had come by then: the
+// kernel reports EPOLLRDHUP in every report from the moment it has processed the FIN, and a
+// FIN processed after a report raises an edge of its own. So after a short read: if the
+// latest report had EPOLLRDHUP, read again (it says 0, or returns the last bytes); if not,
+// a FIN still to come will wake an edge wait, which costs no call.
+//
+// Asio registers sockets without EPOLLRDHUP. watch_peer_close() adds it to Asio's copy of
+// the registration, and the re-arm that follows at once hands it to the kernel: it is
+// called only by async_wait_rearmed(), right before its EPOLL_CTL_MOD (and every later
+// re-registration, Asio's or ReadInterest's, is made from that copy). Until then
+// peer_close() says `unknown`. On the thread that runs the socket's io_context only.
+enum class PeerClose { unknown, reported, not_reported };
+PeerClose peer_close(asio::ip::tcp::socket& socket);
+
 // Connect `socket` (closed) to `to` on a fresh descriptor (socket() with SOCK_NONBLOCK and
-// SOCK_CLOEXEC, adopt_fresh): connect(), one re-arming wait for writability, and
-// getsockopt(SO_ERROR) for the result, where Asio's async_connect() adds an ioctl(FIONBIO)
-// and a poll(). Closing the socket meanwhile ends it with operation_aborted; a failed
-// connect leaves the socket open for the caller to close. `to` by value: the coroutine
-// starts later.
+// SOCK_CLOEXEC, adopt_fresh): connect(), one re-arming wait for writability (which also
+// registers EPOLLRDHUP, 4), and getsockopt(SO_ERROR) for the result, where Asio's
+// async_connect() adds an ioctl(FIONBIO) and a poll(). Closing the socket meanwhile ends it with
+// operation_aborted; a failed connect leaves the socket open for the caller to close. `to` by
+// value: the coroutine starts later.
 asio::awaitable<asio::error_code> connect_fresh(asio::ip::tcp::socket& socket,
                                                 asio::ip::tcp::endpoint to);
 
