@@ -12,6 +12,7 @@ pairs is the verdict, and the spread of the pair ratios says how far to trust it
 
 Workloads (as in bench/compare.py and bench/compare_dns.py): CONNECT bulk, CONNECT set-up
 (at saturation, and at 2 000 tunnels/s offered: setup-fixed, which also compares the p99),
+interactive tunnels (set-up and 20 one-byte round trips each, at saturation),
 keep-alive HTTP, DNS denied, cache-hit and cache-miss. For each: the rate and the
 CPU-seconds per unit (process tree plus its core's softirq, bench/cpu.py). The load
 generator and the servers come from --head, so only the proxy differs.
@@ -69,11 +70,13 @@ def proxy_run(topo, col, workload, duration):
         args = ["connect-throughput", "--target", col.target("source"), "--streams", "4",
                 "--direction", "down"]
         rate_key, units = "gbit_per_s", lambda r: r["bytes"] / 1e9
-    elif workload in ("setup", "setup-fixed"):
+    elif workload in ("setup", "setup-fixed", "interactive"):
         args = ["connect-rate", "--target", col.target("echo"), "--concurrency", "32",
                 "--max", "2000000", "--linger0"]
         if workload == "setup-fixed":
             args += ["--rate", str(FIXED_TUNNELS)]  # below saturation: no batching to hide behind
+        if workload == "interactive":
+            args += ["--turns", str(INTERACTIVE_TURNS)]
         rate_key, units = "tunnels_per_s", lambda r: r["tunnels"] / 1e3
     else:
         args = ["http-rps", "--url", "http://%s/" % col.target("http"), "--connections", "32",
@@ -96,10 +99,13 @@ def dns_run(topo, pid, which, path, duration):
     return r["qps"], r["cpu_per_1k"] + (r["softirq_per_1k"] or 0.0)
 
 
-WORKLOADS = ["bulk", "setup", "setup-fixed", "http", "dns-denied", "dns-cached", "dns-miss"]
+WORKLOADS = ["bulk", "setup", "setup-fixed", "interactive", "http", "dns-denied", "dns-cached",
+             "dns-miss"]
 FIXED_TUNNELS = 2000  # tunnels/s offered by setup-fixed, as in bench/compare.py's fixed load
+INTERACTIVE_TURNS = 20  # round trips per tunnel in the interactive workload
 UNITS = {"bulk": ("Gbit/s", "CPU-s per GB"), "setup": ("tunnels/s", "CPU-s per 1 000 tunnels"),
          "setup-fixed": ("tunnels/s", "CPU-s per 1 000 tunnels"),
+         "interactive": ("tunnels/s", "CPU-s per 1 000 tunnels"),
          "http": ("requests/s", "CPU-s per 1 000 requests")}
 
 

@@ -2,7 +2,8 @@
 """Where a proxy's time goes, per unit of work: system calls and a CPU profile.
 
 For one system (vibepit-proxy, or a peer from bench/compare.py) and one workload (CONNECT
-set-up, keep-alive HTTP, CONNECT bulk), in the pinned topology of bench/compare.py:
+set-up, interactive tunnels of 20 one-byte turns, keep-alive HTTP, CONNECT bulk), in the
+pinned topology of bench/compare.py:
 
   1. system calls per unit: `strace -c -f` attached to the system for a run of a fixed
      count of units (strace slows the system; the counts do not depend on speed);
@@ -37,14 +38,17 @@ import cpu  # noqa: E402
 from harness import netns  # noqa: E402
 from harness.tools import need  # noqa: E402
 
-UNITS = {"setup": ("tunnels", 1), "http": ("requests", 1), "bulk": ("bytes", 1e9)}
-UNIT_NAME = {"setup": "tunnel", "http": "request", "bulk": "GB"}
+UNITS = {"setup": ("tunnels", 1), "interactive": ("tunnels", 1), "http": ("requests", 1),
+         "bulk": ("bytes", 1e9)}
+UNIT_NAME = {"setup": "tunnel", "interactive": "tunnel", "http": "request", "bulk": "GB"}
+INTERACTIVE_TURNS = 20  # as in bench/ab.py
 
 
 def workload_args(col, workload):
-    if workload == "setup":
+    if workload in ("setup", "interactive"):
+        turns = ["--turns", str(INTERACTIVE_TURNS)] if workload == "interactive" else []
         return ["connect-rate", "--proxy", col.proxy, "--target", col.target("echo"),
-                "--concurrency", "32", "--linger0"]
+                "--concurrency", "32", "--linger0"] + turns
     if workload == "http":
         return ["http-rps", "--proxy", col.proxy, "--url", "http://%s/" % col.target("http"),
                 "--connections", "32"]

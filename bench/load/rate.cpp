@@ -1,5 +1,7 @@
 // `connect-rate`: short tunnels. Each of C slots loops: connect, CONNECT, wait for the 200,
-// optionally one byte through an echo server and back, close. Latency per tunnel. With
+// optionally one byte through an echo server and back (--turns times: an interactive
+// tunnel, such as a TLS handshake and a request, is a series of short turns), close.
+// Latency per tunnel. With
 // --pipeline the byte goes with the CONNECT, so that the client waits once, as a relay's
 // client does: the latency is then the proxy's work, without the protocol's extra turn.
 #include "modes.hpp"
@@ -23,6 +25,7 @@ struct RateOptions {
   std::string payload = "echo";
   bool linger0 = false;
   bool pipeline = false;
+  unsigned turns = 1;
   double rate = 0;
   std::string samples_path;
 };
@@ -44,6 +47,7 @@ struct Shared {
   bool echo = true;
   bool linger0 = false;
   bool pipeline = false;  // the echo byte goes with the CONNECT (through a proxy)
+  unsigned turns = 1;     // echo round trips per tunnel
   Pace pace;
   Clock::time_point start;
   bool keep_each = false;
@@ -93,13 +97,18 @@ asio::awaitable<void> slot(Worker& w, Lane& lane, Shared& sh) {
         continue;
       }
       asio::error_code ec;
+      bool echoed = true;
       c.arm(t1, sh.timeout);
-      if (!early) {
-        buf[0] = 'x';
-        co_await asio::async_write(c.socket(), asio::buffer(buf, 1), with_ec(ec));
+      for (unsigned turn = 0; turn < sh.turns && !ec && echoed; ++turn) {
+        const bool first = turn == 0;
+        if (!(first && early)) {
+          buf[0] = 'x';
+          co_await asio::async_write(c.socket(), asio::buffer(buf, 1), with_ec(ec));
+        }
+        if (!ec && !(first && extra == 1))
+          co_await asio::async_read(c.socket(), asio::buffer(buf, 1), with_ec(ec));
+        echoed = buf[0] == 'x';
       }
-      if (!ec && extra == 0)
-        co_await asio::async_read(c.socket(), asio::buffer(buf, 1), with_ec(ec));
       c.disarm();
       if (ec) {
         if (c.timed_out())
@@ -108,7 +117,7 @@ asio::awaitable<void> slot(Worker& w, Lane& lane, Shared& sh) {
           ++lane.errors.io;
         continue;
       }
-      if (buf[0] != 'x') {
+      if (!echoed) {
         ++lane.errors.protocol;
         continue;
       }
@@ -146,6 +155,7 @@ ModeResult run_rate(const RateOptions& o) {
   sh.echo = o.payload == "echo";
   sh.linger0 = o.linger0;
   sh.pipeline = o.pipeline;
+  sh.turns = o.turns;
   auto nofile = raise_nofile_limit();
   if (o.concurrency + 64 > nofile)
     throw ConfigError("--concurrency exceeds the fd limit " + std::to_string(nofile));
@@ -188,6 +198,7 @@ ModeResult run_rate(const RateOptions& o) {
                      {"payload", o.payload},
                      {"linger0", o.linger0},
                      {"pipeline", o.pipeline},
+                     {"turns", o.turns},
                      {"rate", o.rate},
                      {"threads", o.client.threads},
                      {"timeout_s", o.client.timeout_s}};
@@ -224,6 +235,11 @@ void add_connect_rate(CLI::App& app, Runner& runner) {
                   "echo: 1 byte round trip through the tunnel; none: stop at the 200 "
                   "(direct: at the TCP connect)")
       ->check(CLI::IsMember({"echo", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--turns", o->turns,
+                  "echo: round trips of one byte per tunnel, each a short read for the proxy "
+                  "both ways")
+      ->check(CLI::Range(1u, 10000u))
       ->capture_default_str();
   cmd->add_option("--rate", o->rate,
                   "Offered load: tunnels started per second across all slots (0: as fast as "
