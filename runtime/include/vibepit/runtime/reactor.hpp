@@ -270,6 +270,17 @@ class ReadInterest {
 // called only by async_wait_rearmed(), right before its EPOLL_CTL_MOD (and every later
 // re-registration, Asio's or ReadInterest's, is made from that copy). Until then
 // peer_close() says `unknown`. On the thread that runs the socket's io_context only.
+//
+// The report may be another descriptor's: Asio hands a closed socket's descriptor state to
+// the next socket it registers, and as far as its code shows, a report already queued for
+// the old descriptor in the same pass of the event loop is still performed on the state.
+// Such a report can only come before the new socket's own, and the re-arm that registered
+// EPOLLRDHUP makes the kernel report the socket afresh if anything is there: a stale
+// EPOLLRDHUP costs one recv() that says EAGAIN, a stale report without it an edge wait that
+// the fresh report completes. A stale EPOLLOUT is why a connect's result is not read from
+// the report. (Nor is getsockopt(SO_ERROR) proof against such a completion: it says 0
+// while the connect is still in progress. getpeername(), ENOTCONN until connected, would
+// tell the two apart; connect_fresh() does not do that yet.)
 enum class PeerClose { unknown, reported, not_reported };
 PeerClose peer_close(asio::ip::tcp::socket& socket);
 
