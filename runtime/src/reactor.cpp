@@ -101,13 +101,24 @@ asio::awaitable<asio::error_code> connect_fresh(asio::ip::tcp::socket& socket,
   if (rc == 0) co_return asio::error_code();
   if (errno != EINPROGRESS) co_return errno_code(errno);
   // A connecting socket is reported writable once connected, or with EPOLLERR/EPOLLHUP
-  // when the attempt failed: either way the wait ends only when the attempt has.
-  co_await async_wait_rearmed(socket, Edge::write, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return ec;  // closed meanwhile (the connect deadline): operation_aborted
-  int err = 0;
-  socklen_t len = sizeof err;
-  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
-  co_return err != 0 ? errno_code(err) : asio::error_code();
+  // when the attempt failed. A wait may also end for a report that was not this socket's
+  // (4, in reactor.hpp), with the attempt still under way: then wait again. The connect
+  // deadline bounds the whole, by closing the socket (operation_aborted).
+  for (;;) {
+    co_await async_wait_rearmed(socket, Edge::write, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return ec;
+    const int s = socket.native_handle();
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof peer;
+    if (::getpeername(s, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0) {
+      co_return asio::error_code();  // connected
+    }
+    if (errno != ENOTCONN) co_return errno_code(errno);
+    int err = 0;  // not connected: failed (the reason), or still connecting (0)
+    socklen_t len = sizeof err;
+    if (::getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    if (err != 0) co_return errno_code(err);
+  }
 }
 
 }  // namespace vibepit::runtime

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -557,6 +559,54 @@ TEST(ConnectFresh, AsioWritesAtOnceAfterTheConnect) {
   ASSERT_TRUE(wrote.has_value()) << "the first write after connect_fresh waited for an edge";
   EXPECT_EQ(*wrote, 4u);
   EXPECT_NE(peer_close(s), PeerClose::unknown);
+}
+
+// A report the kernel did not make for this socket, queued as the reactor queues one after
+// epoll_wait(): what a stale report on a reused descriptor state amounts to (4, reactor.hpp).
+template <class Tag, typename Tag::type Member>
+struct Steal {
+  friend typename Tag::type stolen(Tag) { return Member; }
+};
+struct TaskResult {
+  using type = unsigned int asio::detail::scheduler_operation::*;
+  friend type stolen(TaskResult);
+};
+template struct Steal<TaskResult, &asio::detail::scheduler_operation::task_result_>;
+
+void inject_report(asio::io_context& io, tcp::socket& s, std::uint32_t events) {
+  auto* state = reactor_detail::Internals<tcp::socket>::of(s).reactor_data_;
+  ASSERT_NE(state, nullptr);
+  auto* op = (asio::detail::scheduler_operation*)state;  // a private base: see reactor.cpp
+  op->*stolen(TaskResult{}) = events;
+  asio::use_service<asio::detail::scheduler>(io).post_immediate_completion(op, false);
+}
+
+// A connect whose SYN is dropped (the listener's accept queue is full) stays under way; a
+// writability report that was not the connect's must not make it a connection.
+TEST(ConnectFresh, AReportWhileTheConnectIsUnderWayIsNotAConnection) {
+  Fresh f;
+  tcp::socket full(f.io, tcp::v4());
+  full.bind(tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  ASSERT_EQ(::listen(full.native_handle(), 0), 0);
+  tcp::socket first(f.io);
+  first.connect(full.local_endpoint());  // the one place in the accept queue
+  tcp::socket s(f.io);
+  std::optional<asio::error_code> out;
+  asio::co_spawn(f.io, connect_fresh(s, full.local_endpoint()),
+                 [&](std::exception_ptr e, asio::error_code ec) {
+                   EXPECT_FALSE(e);
+                   out = ec;
+                 });
+  f.settle();
+  ASSERT_FALSE(out.has_value()) << "a SYN to a full accept queue was answered";
+  inject_report(f.io, s, EPOLLOUT);
+  f.settle();
+  EXPECT_FALSE(out.has_value()) << "connect_fresh ended on a report that was not the connect's: "
+                                << out.value_or(asio::error_code()).message();
+  s.close();  // what the connect deadline does
+  f.settle();
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(*out, asio::error::operation_aborted);
 }
 
 TEST(ConnectFresh, ARefusedConnectSaysSo) {

@@ -278,18 +278,18 @@ class ReadInterest {
 // EPOLLRDHUP makes the kernel report the socket afresh if anything is there: a stale
 // EPOLLRDHUP costs one recv() that says EAGAIN, a stale report without it an edge wait that
 // the fresh report completes. A stale EPOLLOUT is why a connect's result is not read from
-// the report. (Nor is getsockopt(SO_ERROR) proof against such a completion: it says 0
-// while the connect is still in progress. getpeername(), ENOTCONN until connected, would
-// tell the two apart; connect_fresh() does not do that yet.)
+// the report, nor from getsockopt(SO_ERROR) alone, which says 0 while the connect is still
+// under way: connect_fresh() asks getpeername() (ENOTCONN until connected), and waits again
+// when the socket is neither connected nor failed.
 enum class PeerClose { unknown, reported, not_reported };
 PeerClose peer_close(asio::ip::tcp::socket& socket);
 
 // Connect `socket` (closed) to `to` on a fresh descriptor (socket() with SOCK_NONBLOCK and
 // SOCK_CLOEXEC, adopt_fresh): connect(), one re-arming wait for writability (which also
-// registers EPOLLRDHUP, 4), and getsockopt(SO_ERROR) for the result, where Asio's
-// async_connect() adds an ioctl(FIONBIO) and a poll(). Closing the socket meanwhile ends it with
-// operation_aborted; a failed connect leaves the socket open for the caller to close. `to` by
-// value: the coroutine starts later.
+// registers EPOLLRDHUP, 4), and getpeername() for the result (getsockopt(SO_ERROR) for the
+// reason of a failure), where Asio's async_connect() adds an ioctl(FIONBIO) and a poll(). Closing
+// the socket meanwhile ends it with operation_aborted; a failed connect leaves the socket open for
+// the caller to close. `to` by value: the coroutine starts later.
 asio::awaitable<asio::error_code> connect_fresh(asio::ip::tcp::socket& socket,
                                                 asio::ip::tcp::endpoint to);
 
