@@ -51,7 +51,7 @@ asio::detail::epoll_reactor::descriptor_state* state_of(asio::ip::tcp::socket& s
 }
 }  // namespace
 
-void watch_peer_close(asio::ip::tcp::socket& socket) {
+void reactor_detail::watch_peer_close(asio::ip::tcp::socket& socket) {
   auto* state = state_of(socket);
   if (state == nullptr) return;
   auto& registered = state->*member_of(RegisteredEvents{});

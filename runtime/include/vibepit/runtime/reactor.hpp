@@ -161,10 +161,11 @@ struct Initiate {
   }
 };
 
-}  // namespace reactor_detail
-
-// EPOLLRDHUP in the registration, for peer_close() (4, below).
+// EPOLLRDHUP in the registration, for peer_close() (4, below). Only async_wait_rearmed()
+// calls it: its re-arm is what hands the new events to epoll.
 void watch_peer_close(asio::ip::tcp::socket& socket);
+
+}  // namespace reactor_detail
 
 // Complete when `socket` next becomes readable (or writable), as described above.
 // Completion signature: void(asio::error_code).
@@ -182,7 +183,8 @@ auto async_wait_edge(Socket& socket, Edge edge, Token&& token) {
 // Completion signature: void(asio::error_code).
 template <class Socket, class Token>
 auto async_wait_rearmed(Socket& socket, Edge edge, Token&& token) {
-  if constexpr (std::is_same_v<Socket, asio::ip::tcp::socket>) watch_peer_close(socket);
+  if constexpr (std::is_same_v<Socket, asio::ip::tcp::socket>)
+    reactor_detail::watch_peer_close(socket);
   return asio::async_initiate<Token, void(asio::error_code)>(
       reactor_detail::Initiate<Socket>{&socket, edge, true}, token);
 }
@@ -265,11 +267,11 @@ class ReadInterest {
 // latest report had EPOLLRDHUP, read again (it says 0, or returns the last bytes); if not,
 // a FIN still to come will wake an edge wait, which costs no call.
 //
-// Asio registers sockets without EPOLLRDHUP. watch_peer_close() adds it to Asio's copy of
-// the registration, and the re-arm that follows at once hands it to the kernel: it is
-// called only by async_wait_rearmed(), right before its EPOLL_CTL_MOD (and every later
-// re-registration, Asio's or ReadInterest's, is made from that copy). Until then
-// peer_close() says `unknown`. On the thread that runs the socket's io_context only.
+// Asio registers sockets without EPOLLRDHUP. reactor_detail::watch_peer_close() adds it to
+// Asio's copy of the registration, and the re-arm that follows at once hands it to the
+// kernel: it is called only by async_wait_rearmed(), right before its EPOLL_CTL_MOD (and every
+// later re-registration, Asio's or ReadInterest's, is made from that copy). Until then peer_close()
+// says `unknown`. On the thread that runs the socket's io_context only.
 //
 // The report may be another descriptor's: Asio hands a closed socket's descriptor state to
 // the next socket it registers, and as far as its code shows, a report already queued for
