@@ -173,6 +173,9 @@ asio::awaitable<void> Session::run() {
     if (target.form == http::TargetForm::authority) {
       auto rec = new_record("CONNECT", target.authority.host, target.authority.port);
       inbuf_.consume(head.head_size);
+      // An idle tunnel keeps no header index: the parser reserves room for 32 headers (1 KiB),
+      // and this frame lives as long as the tunnel. Move-assignment frees it; clear() would not.
+      head = http::RequestHead{};
       co_await tunnel(*this, target.authority, rec);
       break;
     }
