@@ -24,6 +24,7 @@ Traffic goes only to addresses inside the namespaces this script creates.
 import argparse
 import datetime
 import json
+import math
 import os
 import random
 import re
@@ -745,9 +746,58 @@ def percentiles(fig):
     return src["p50_us"], src["p99_us"]
 
 
-def spread(values, fmt):
-    """"; rounds LOW–HIGH" for a target's per-round figures (nothing for a single round)."""
-    return "" if len(values) < 2 else "; rounds %s–%s" % (fmt % min(values), fmt % max(values))
+def spread(values, fmt, median=True):
+    """"; rounds LOW–HIGH" for a target's per-round figures (nothing for a single round), and
+    with `median` the interval for their median where there are enough rounds for one
+    (median_interval)."""
+    if len(values) < 2:
+        return ""
+    text = "; rounds %s–%s" % (fmt % min(values), fmt % max(values))
+    mi = median and median_interval(values)
+    if mi:
+        text += "; %.0f%% interval for the median %s–%s" % (100 * mi[2], fmt % mi[0], fmt % mi[1])
+    return text
+
+
+# The confidence a target's verdict asks of an interval for a median of per-round figures.
+MEDIAN_LEVEL = 0.9
+
+
+def median_interval(values, level=MEDIAN_LEVEL):
+    """An interval for the median of per-round figures that assumes nothing about their
+    distribution: from the k-th smallest to the k-th largest, which holds the true median
+    unless k or more rounds fell on one side of it, a chance of 2·P(Binomial(n, ½) < k). k is
+    the largest that keeps the coverage at `level` or above. Returns (low, high, coverage), or
+    None when even the smallest to the largest cover less (fewer than 5 rounds at 0.9)."""
+    n, ordered, best = len(values), sorted(values), None
+    for k in range(1, n // 2 + 1):
+        coverage = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+        if coverage >= level:
+            best = (ordered[k - 1], ordered[n - k], coverage)
+    return best
+
+
+def verdict(point, interval, ok):
+    """A target's verdict from its point figure and the interval around it (None: by the point
+    alone). Met or not met when the whole interval lies on one side of the goal; where the goal
+    lies inside it, the run cannot tell, and the verdict says so and which side the point is on.
+    `ok` says whether a figure meets the goal (monotone, so the interval's ends decide)."""
+    if point is None or ok(point) is None:
+        return "-"
+    if interval is not None:
+        low, high = ok(interval[0]), ok(interval[1])
+        if low != high:
+            return "not resolved (the estimate %s it)" % ("meets" if ok(point) else "misses")
+    return "met" if ok(point) else "**not met**"
+
+
+def pair_verdict(interval, same):
+    """The A/A row's column: "-" while the pair's interval holds `same` (1× for a ratio, 0 for
+    a difference), as it should for two identical systems; otherwise a warning that this run's
+    intervals claim more than the machine can tell."""
+    if interval is None or interval[0] <= same <= interval[1]:
+        return "-"
+    return "**the pair differs**: intervals in this run are too narrow"
 
 
 def render(results, path):
@@ -807,9 +857,8 @@ def render(results, path):
     ]
     loads = table(load_rows)
 
-    def target(label, value, goal, ok):
-        verdict = "-" if ok is None else ("met" if ok else "**not met**")
-        return "| %s | %s | %s | %s |" % (label, value, goal, verdict)
+    def target(label, value, goal, judged):
+        return "| %s | %s | %s | %s |" % (label, value, goal, judged)
 
     targets = []
 
@@ -827,12 +876,13 @@ def render(results, path):
     aa_goal = "what the machine cannot tell apart"
 
     def ratio(p):
-        """(median of the per-round ratios, its text with both medians and the spread)."""
+        """(median of the per-round ratios, the interval for it or None, its text with both
+        medians, the spread and the interval)."""
         ratios = [x / y for x, y in p]
         r = statistics.median(ratios)
-        return r, "%.2f× (%.3f vs %.3f%s)" % (r, statistics.median(x for x, _ in p),
-                                               statistics.median(y for _, y in p),
-                                               spread(ratios, "%.2f×"))
+        return r, median_interval(ratios), "%.2f× (%.3f vs %.3f%s)" % (
+            r, statistics.median(x for x, _ in p), statistics.median(y for _, y in p),
+            spread(ratios, "%.2f×"))
 
     def cost_target(label, key, other, factor):
         """vibepit's CPU per unit against `other`'s: the median of the per-round ratios."""
@@ -840,11 +890,13 @@ def render(results, path):
             p = pairs(key, other, who)
             if not p:
                 continue
-            r, value = ratio(p)
+            r, interval, value = ratio(p)
             if who == aa:
-                targets.append(target("(A/A) %s, haproxy again vs haproxy" % label, value, aa_goal, None))
+                targets.append(target("(A/A) %s, haproxy again vs haproxy" % label, value, aa_goal,
+                                      pair_verdict(interval, 1.0)))
             else:
-                targets.append(target("%s vs %s" % (label, other), value, "≤ %s×" % factor, r <= factor))
+                targets.append(target("%s vs %s" % (label, other), value, "≤ %s×" % factor,
+                                      verdict(r, interval, lambda v: v <= factor)))
 
     def relay_floor(label, key, other, pair=True):
         """For information, beside a target against `other`: the relay floor's own cost
@@ -853,9 +905,11 @@ def render(results, path):
         for who, against in (("haproxy", other),) + (((aa, "haproxy"),) if pair else ()):
             p = pairs(key, against, who)
             if p:
+                _, interval, value = ratio(p)
                 targets.append(target("(information) %s, %s vs %s" % (
-                    label, "haproxy again" if who == aa else who, against), ratio(p)[1],
-                    "the relay floor" if who == "haproxy" else aa_goal, None))
+                    label, "haproxy again" if who == aa else who, against), value,
+                    "the relay floor" if who == "haproxy" else aa_goal,
+                    pair_verdict(interval, 1.0) if who == aa else "-"))
 
     def pooled_p99(system, key):
         fig = (results["peers"].get(system) or {}).get(key) or {}
@@ -872,8 +926,9 @@ def render(results, path):
                  if x is not None and y is not None]
         interval = results.get("p99_intervals", {}).get("%s:%s-%s" % (who, key, other))
         within = "; 95%% interval %+d to %+d" % tuple(interval) if interval else ""
+        judged = pair_verdict(interval, 0) if who == aa else verdict(a - b, interval, ok)
         targets.append(target(label, "%d vs %d µs pooled, difference %+d µs%s%s" % (
-            a, b, a - b, within, spread(diffs, "%+.0f")), goal, ok(a - b)))
+            a, b, a - b, within, spread(diffs, "%+.0f", median=False)), goal, judged))
 
     def p99_target(other, goal, margin_us):
         p99_row("set-up p99 at %s tunnels/s vs %s" % (ft, other), "fixed_rate", other, goal,
@@ -901,13 +956,13 @@ def render(results, path):
             short = "; %d asked for, failed: %s" % (mem["of"], kinds or "none counted")
         targets.append(target("memory per idle tunnel (%d tunnels%s)" % (mem["tunnels"], short),
                               "%.1f KiB" % mem["kib_per_tunnel"], "≤ 8 KiB at ≥ 9 950 tunnels",
-                              mem["kib_per_tunnel"] <= 8 and mem["tunnels"] >= 9950))
+                              verdict(mem, None, lambda m: m["kib_per_tunnel"] <= 8 and m["tunnels"] >= 9950)))
     m = results.get("matcher")
     if m:
         worst = max(m["hit"]["ratio"], m["miss"]["ratio"])
         targets.append(target("match time, 100 000 vs 10 rules", "%.2f× (hit %.1f→%.1f ns, miss %.1f→%.1f ns)" % (
             worst, m["hit"]["ns_10"], m["hit"]["ns_100000"], m["miss"]["ns_10"], m["miss"]["ns_100000"]),
-            "≤ 2×", worst <= 2))
+            "≤ 2×", verdict(worst, None, lambda w: w <= 2)))
 
     pin = results.get("pinning")
     where = ("each system under test pinned to core %d, the load generator and servers to core %d" % (
@@ -934,8 +989,11 @@ def render(results, path):
     ] + loads + [
         "",
         "Targets (CPU compared as process + softirq; a CPU ratio is the median of the "
-        "per-round ones, a p99 difference that of every round's tunnels pooled; the per-round "
-        "range beside each):",
+        "per-round ones, with a %.0f%%-or-better interval for that median from the rounds' order "
+        "statistics (from 5 rounds up); a p99 difference is that of every round's tunnels pooled, with a 95%% "
+        "bootstrap interval over the runs; the per-round range beside each. A target is met or "
+        "not met when its whole interval lies on one side of the goal, and not resolved when "
+        "the goal lies inside it: the run cannot tell):" % (100 * MEDIAN_LEVEL),
         "",
         "| target | measured | goal | |",
         "|---|---|---|---|",
@@ -946,7 +1004,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--duration", type=int, default=5, help="seconds per measurement")
-    ap.add_argument("--rounds", type=int, default=3,
+    ap.add_argument("--rounds", type=int, default=5,
                     help="rounds; each runs every workload through every system, interleaved. The "
                          "figures are medians over all runs, the targets medians of per-round ratios")
     ap.add_argument("--repeat", type=int, default=1, help="runs of each workload per system per round")
@@ -970,7 +1028,13 @@ def main():
                     help="seconds each system is watched with no traffic (wake-ups, CPU at rest)")
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-results.json"))
     ap.add_argument("--markdown", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    ap.add_argument("--render", metavar="JSON",
+                    help="measure nothing: write the tables of a run kept in JSON to --markdown")
     args = ap.parse_args()
+    if args.render:
+        with open(args.render) as f:
+            render(json.load(f), args.markdown)
+        return
     if os.geteuid() != 0:
         sys.exit("compare: needs root (network namespaces)")
     netns.install_signal_cleanup()

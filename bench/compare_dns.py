@@ -308,9 +308,8 @@ def render(results, path):
         cells = [fmt % peers[n]["at_rest"][key] if peers[n].get("at_rest") else "-" for n in names]
         rows.append("| %s | %s |" % (label, " | ".join(cells)))
 
-    def target(label, ok, value, goal):
-        verdict = "-" if ok is None else ("met" if ok else "**not met**")
-        return "| %s | %s | %s | %s |" % (label, value, goal, verdict)
+    def target(label, judged, value, goal):
+        return "| %s | %s | %s | %s |" % (label, value, goal, judged)
     rounds = results.get("per_round", {})
     t = []
     if "dnsdist" in rounds:
@@ -319,7 +318,8 @@ def render(results, path):
             p = list(zip(v[stream]["cost"], d[stream]["cost"]))
             ratios = [a / b for a, b in p]
             r = statistics.median(ratios)
-            t.append(target("%s: CPU-s per 1 000 queries vs dnsdist" % stream, r <= 1,
+            t.append(target("%s: CPU-s per 1 000 queries vs dnsdist" % stream,
+                            compare.verdict(r, compare.median_interval(ratios), lambda v: v <= 1),
                             "%.2f× (%.4f vs %.4f%s)" % (r, statistics.median(a for a, _ in p),
                                                          statistics.median(b for _, b in p),
                                                          compare.spread(ratios, "%.2f×")), "≤ 1×"))
@@ -335,10 +335,11 @@ def render(results, path):
                 diffs = [x - y for x, y in zip(rounds[who][stream][key], d[stream][key])]
                 interval = peers[who][stream].get("intervals", {}).get(key)
                 within = "; 95%% interval %+.0f to %+.0f" % tuple(interval) if interval else ""
-                t.append(target(label % (stream, key.replace("_us", ""), results["latency_qps"]),
-                                a - b <= 0 if who == "vibepit" else None,
+                judged = (compare.verdict(a - b, interval, lambda d: d <= 0) if who == "vibepit"
+                          else compare.pair_verdict(interval, 0))
+                t.append(target(label % (stream, key.replace("_us", ""), results["latency_qps"]), judged,
                                 "%.0f vs %.0f µs pooled, difference %+.0f µs%s%s" % (
-                                    a, b, a - b, within, compare.spread(diffs, "%+.0f")), goal))
+                                    a, b, a - b, within, compare.spread(diffs, "%+.0f", median=False)), goal))
     pin = results.get("pinning")
     where = ("each server pinned to core %d, dnsperf and the upstream to core %d" % (pin["sut"], pin["load"])
              if pin else "not pinned")
@@ -352,8 +353,12 @@ def render(results, path):
         "| stream | %s |" % " | ".join(labels.get(n, n) for n in names),
         "|---|%s" % ("---|" * len(names)),
     ] + rows + ["", "Targets (CPU compared as process + softirq; a CPU ratio is the median of the "
-                "per-round ones, a latency difference that of every round's queries pooled; the "
-                "per-round range beside each):", "",
+                "per-round ones, with a %.0f%%-or-better interval for that median from the rounds' "
+                "order statistics (from 5 rounds up); a latency difference is that of every round's "
+                "queries pooled, with a 95%% bootstrap interval; the per-round range beside each. A "
+                "target is met or not met when its whole interval lies on one side of the goal, and "
+                "not resolved when the goal lies inside it: the run cannot tell):"
+                % (100 * compare.MEDIAN_LEVEL), "",
                 "| target | measured | goal | |", "|---|---|---|---|"] + t, heading="## DNS\n\n")
 
 
@@ -361,8 +366,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--duration", type=int, default=5, help="seconds per throughput run")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="rounds; each runs every stream against every server, interleaved")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="rounds; each runs every stream against every server, interleaved. A CPU "
+                         "target gets an interval for its median from 5 rounds up")
     ap.add_argument("--repeat", type=int, default=1, help="throughput runs per stream and server per round")
     ap.add_argument("--latency-qps", type=int, default=10000, help="offered load for the latency runs")
     ap.add_argument("--threads", type=int, default=1,
@@ -377,7 +383,13 @@ def main():
                     help="seconds each server is watched with no traffic (wake-ups, CPU at rest)")
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-dns-results.json"))
     ap.add_argument("--markdown", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    ap.add_argument("--render", metavar="JSON",
+                    help="measure nothing: write the tables of a run kept in JSON to --markdown")
     args = ap.parse_args()
+    if args.render:
+        with open(args.render) as f:
+            render(json.load(f), args.markdown)
+        return
 
     topo = DnsTopology(args.bin_dir, pin=not args.no_pin)
     netns.install_signal_cleanup()
