@@ -335,7 +335,7 @@ def render(results, path):
                 diffs = [x - y for x, y in zip(rounds[who][stream][key], d[stream][key])]
                 interval = peers[who][stream].get("intervals", {}).get(key)
                 within = "; 95%% interval %+.0f to %+.0f" % tuple(interval) if interval else ""
-                judged = (compare.verdict(a - b, interval, lambda d: d <= 0) if who == "vibepit"
+                judged = (compare.verdict(a - b, interval, lambda diff: diff <= 0) if who == "vibepit"
                           else compare.pair_verdict(interval, 0))
                 t.append(target(label % (stream, key.replace("_us", ""), results["latency_qps"]), judged,
                                 "%.0f vs %.0f µs pooled, difference %+.0f µs%s%s" % (
