@@ -457,12 +457,21 @@ std::size_t DecisionLog::drain_once() {
   return n;
 }
 
+std::chrono::microseconds DecisionLog::next_poll(std::chrono::microseconds slept,
+                                                 std::size_t found) {
+  if (found > kPollBatch) return std::max(kPollMin, slept / 2);
+  if (found < kPollBatch / 2) return std::min(kPollMax, slept * 2);
+  return std::clamp(slept, kPollMin, kPollMax);
+}
+
 void DecisionLog::run() {
-  // Polling while records come keeps producers free of any wake-up syscall, and
-  // kPollInterval bounds the log's latency. Once the queues have stayed empty for
-  // kIdlePolls polls the writer sleeps; the first push after that wakes it (one futex wake
-  // per idle spell, not per record).
-  unsigned idle = 0;
+  // Polling while records come keeps producers free of any wake-up syscall, and kPollMax
+  // bounds the log's latency. Once the queues have stayed empty for kParkAfter the writer
+  // sleeps; the first push after that wakes it (one futex wake per idle spell, not per
+  // record).
+  auto interval = kPollMax;
+  std::chrono::microseconds quiet{0};  // slept in a row without a record
+  std::size_t found = 0;               // records taken since the last sleep
   for (;;) {
     bool stopping = stopping_.load(std::memory_order_seq_cst);
     if (reopen_.exchange(false, std::memory_order_acq_rel) && !path_.empty()) {
@@ -470,14 +479,17 @@ void DecisionLog::run() {
       broken_line_ = false;
       if (!open_file()) note_write_failure(0, errno);
     }
-    if (drain_once() != 0) {
-      idle = 0;
+    if (const std::size_t n = drain_once(); n != 0) {
+      found += n;
       continue;
     }
     if (to_stdout_) std::fflush(stdout);
     if (stopping) break;
-    if (++idle < kIdlePolls) {
-      std::this_thread::sleep_for(kPollInterval);
+    quiet = found != 0 ? std::chrono::microseconds{0} : quiet + interval;
+    interval = next_poll(interval, found);
+    found = 0;
+    if (quiet < kParkAfter) {
+      std::this_thread::sleep_for(interval);
       wakeups_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
@@ -488,7 +500,8 @@ void DecisionLog::run() {
       wakeups_.fetch_add(1, std::memory_order_relaxed);
     }
     asleep_.store(0, std::memory_order_relaxed);
-    idle = 0;
+    quiet = std::chrono::microseconds{0};
+    interval = kPollMax;
   }
 }
 

@@ -254,7 +254,7 @@ TEST(DecisionLog, ProducersOnManyThreadsLoseNothingWhenThereIsRoom) {
 
 // Long enough for the writer to give up polling and sleep.
 constexpr std::chrono::milliseconds kSettle{250};
-static_assert(DecisionLog::kPollInterval * DecisionLog::kIdlePolls * 2 < kSettle);
+static_assert((DecisionLog::kParkAfter + DecisionLog::kPollMax) * 2 < kSettle);
 
 // An idle proxy costs no wake-ups: once the queues have stayed empty for a while the
 // writer sleeps (it used to poll every 2 ms forever, 500 wake-ups a second), and a record
@@ -299,14 +299,80 @@ TEST(DecisionLog, ATrickleOfRecordsWakesTheWriterOncePerPoll) {
   wait_written(log, kRecords);
   EXPECT_EQ(log.written(), static_cast<std::uint64_t>(kRecords));
   // One wake per poll, the first from the long sleep, and one spare for a pause of the
-  // pushing thread long enough to send the writer to sleep: each poll sleeps at least
-  // kPollInterval (sleep_for only ever overshoots), however slowly the writer runs.
+  // pushing thread long enough to send the writer to sleep: at 20 records a poll each poll
+  // sleeps at least kPollMax (sleep_for only ever overshoots), however slowly the writer runs.
   // (Counting passes instead, a writer slowed by TSan made three in one poll: one that
   // wrote, one for the records pushed meanwhile, one that found the queue empty.)
-  const auto polls = elapsed / DecisionLog::kPollInterval + 1;
+  const auto polls = elapsed / DecisionLog::kPollMax + 1;
   EXPECT_LE(wakeups, static_cast<std::uint64_t>(polls + 2))
       << "over " << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count() << " ms";
   EXPECT_LT(wakeups, static_cast<std::uint64_t>(kRecords / 4)) << "the writer woke per record";
+  log.stop();
+}
+
+// The poll interval follows the rate: at a steady rate it settles on an interval (kPollMax /
+// 2^k, no shorter than kPollMin) whose polls find half a batch to a batch of records, so
+// that the writer's stretch of work on a shared core stays short however busy the proxy.
+TEST(DecisionLog, ThePollIntervalSettlesWhereAPollFindsUpToABatch) {
+  using us = std::chrono::microseconds;
+  constexpr std::size_t kBatch = DecisionLog::kPollBatch;
+  for (int per_4ms = 0; per_4ms <= 2000; ++per_4ms) {  // 0 to 500 records a millisecond
+    const auto found = [&](us interval) {
+      return static_cast<std::size_t>(per_4ms * interval.count() / 4000);
+    };
+    us interval = DecisionLog::kPollMax;
+    for (int poll = 0; poll < 20; ++poll)
+      interval = DecisionLog::next_poll(interval, found(interval));
+    const std::string rate = std::to_string(per_4ms / 4.0) + " a ms";
+    EXPECT_EQ(DecisionLog::next_poll(interval, found(interval)), interval) << rate << ": unsettled";
+    if (interval > DecisionLog::kPollMin) {
+      EXPECT_LE(found(interval), kBatch) << rate;
+    }
+    if (interval < DecisionLog::kPollMax) {
+      EXPECT_GE(found(interval), kBatch / 2) << rate;
+    }
+  }
+  const auto settled = [](std::size_t per_ms) {
+    us interval = DecisionLog::kPollMax;
+    for (int poll = 0; poll < 20; ++poll) {
+      interval = DecisionLog::next_poll(interval, per_ms * interval.count() / 1000);
+    }
+    return interval;
+  };
+  EXPECT_EQ(settled(0), DecisionLog::kPollMax);    // nothing comes: the longest
+  EXPECT_EQ(settled(1), DecisionLog::kPollMax);    // a trickle: 20 records a poll
+  EXPECT_EQ(settled(4), us{5'000});                // 4 000 a second: 20 a poll
+  EXPECT_EQ(settled(10), us{2'500});               // 10 000 a second: 25 a poll
+  EXPECT_EQ(settled(100), DecisionLog::kPollMin);  // more than kPollMin keeps to a batch
+  EXPECT_EQ(DecisionLog::kPollMin, us{2'500});     // at most 400 wake-ups a second
+}
+
+// A busy producer shortens the writer's polls; when it stops, the writer goes back to the
+// longest interval and then to sleep.
+TEST(DecisionLog, ABusyProducerShortensThePollsAndTheWriterSleepsWhenItStops) {
+  DecisionLog log("", 1000);
+  auto& p = log.make_producer();
+  log.start();
+  std::this_thread::sleep_for(kSettle);
+  auto before = log.writer_wakeups();
+  constexpr int kMillis = 400, kPerMilli = 10;  // 10 000 records a second
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kMillis; ++i) {
+    for (int k = 0; k < kPerMilli; ++k) p.push(sample());
+    std::this_thread::sleep_until(start + std::chrono::milliseconds(i + 1));
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  const auto busy = log.writer_wakeups() - before;
+  wait_written(log, kMillis * kPerMilli);
+  EXPECT_EQ(log.written(), static_cast<std::uint64_t>(kMillis * kPerMilli));
+  // Polling every kPollMax would wake 20 times; settled at 2.5 ms (kPollMin), about 160.
+  EXPECT_GT(busy, static_cast<std::uint64_t>(3 * (elapsed / DecisionLog::kPollMax)))
+      << "over " << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count() << " ms";
+  EXPECT_LE(busy, static_cast<std::uint64_t>(elapsed / DecisionLog::kPollMin + 2));
+  std::this_thread::sleep_for(kSettle);
+  before = log.writer_wakeups();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(log.writer_wakeups(), before) << "the writer kept polling after the load stopped";
   log.stop();
 }
 

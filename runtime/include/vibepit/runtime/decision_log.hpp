@@ -138,13 +138,25 @@ class DecisionLog {
   // proxy's wake-ups.
   std::uint64_t writer_wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
 
-  // The writer polls every kPollInterval while records come; after kIdlePolls empty polls
-  // in a row it sleeps until a producer pushes, so an idle proxy costs no wake-ups. The
-  // interval is the log's latency and the price of a trickle: each poll is a wake-up on a
-  // core the workers use (2 ms cost 500 a second at any rate; a record 20 ms late costs no
-  // reader anything).
-  static constexpr std::chrono::milliseconds kPollInterval{20};
-  static constexpr unsigned kIdlePolls = 3;
+  // The writer polls while records come, and each poll is a wake-up on a core the workers
+  // may share: its work (formatting and writing what came since the last poll) runs in one
+  // stretch, and an I/O thread that wakes on that core meanwhile waits for it. So the
+  // interval follows the rate: at a steady rate it settles on one of kPollMax / 2^k, no
+  // shorter than kPollMin, at which a poll finds half a batch to a batch (kPollBatch
+  // records, about 30 µs of work here). A trickle is taken every kPollMax (a record 20 ms
+  // late costs no reader anything); 10 000 records a second every 2.5 ms, 25 at a time.
+  // Polled every 20 ms, that rate made stretches of 200 records, and DNS answers waiting
+  // behind them made most of vibepit-proxy's p99 at 10 000 queries a second
+  // (docs/benchmarks.md). kPollMin bounds the wake-ups at 400 a second, whatever the rate.
+  // After kParkAfter without a record the writer sleeps until a producer pushes, so an idle
+  // proxy costs no wake-ups.
+  static constexpr std::chrono::microseconds kPollMax{20'000};
+  static constexpr std::chrono::microseconds kPollMin{kPollMax / 8};
+  static constexpr std::size_t kPollBatch = 32;
+  static constexpr std::chrono::milliseconds kParkAfter{60};
+  // The interval after a poll that slept `slept` and found `found` records: halved while a
+  // poll finds more than kPollBatch, doubled while it finds less than half of that.
+  static std::chrono::microseconds next_poll(std::chrono::microseconds slept, std::size_t found);
   // Every kWritebackChunk bytes the writer starts the disk write of what it wrote
   // (sync_file_range, SYNC_FILE_RANGE_WRITE: started, not waited for).
   static constexpr std::uint64_t kWritebackChunk = 1 << 20;
