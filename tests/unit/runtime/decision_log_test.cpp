@@ -316,13 +316,19 @@ TEST(DecisionLog, ATrickleOfRecordsWakesTheWriterOncePerPoll) {
 TEST(DecisionLog, ThePollIntervalSettlesWhereAPollFindsUpToABatch) {
   using us = std::chrono::microseconds;
   constexpr std::size_t kBatch = DecisionLog::kPollBatch;
+  // The interval after 20 polls from the longest, each finding found(interval) records.
+  const auto settle = [](auto found) {
+    us interval = DecisionLog::kPollMax;
+    for (int poll = 0; poll < 20; ++poll) {
+      interval = DecisionLog::next_poll(interval, found(interval));
+    }
+    return interval;
+  };
   for (int per_4ms = 0; per_4ms <= 2000; ++per_4ms) {  // 0 to 500 records a millisecond
     const auto found = [&](us interval) {
       return static_cast<std::size_t>(per_4ms * interval.count() / 4000);
     };
-    us interval = DecisionLog::kPollMax;
-    for (int poll = 0; poll < 20; ++poll)
-      interval = DecisionLog::next_poll(interval, found(interval));
+    const us interval = settle(found);
     const std::string rate = std::to_string(per_4ms / 4.0) + " a ms";
     EXPECT_EQ(DecisionLog::next_poll(interval, found(interval)), interval) << rate << ": unsettled";
     if (interval > DecisionLog::kPollMin) {
@@ -332,12 +338,8 @@ TEST(DecisionLog, ThePollIntervalSettlesWhereAPollFindsUpToABatch) {
       EXPECT_GE(found(interval), kBatch / 2) << rate;
     }
   }
-  const auto settled = [](std::size_t per_ms) {
-    us interval = DecisionLog::kPollMax;
-    for (int poll = 0; poll < 20; ++poll) {
-      interval = DecisionLog::next_poll(interval, per_ms * interval.count() / 1000);
-    }
-    return interval;
+  const auto settled = [&](std::size_t per_ms) {
+    return settle([per_ms](us interval) { return per_ms * interval.count() / 1000; });
   };
   EXPECT_EQ(settled(0), DecisionLog::kPollMax);    // nothing comes: the longest
   EXPECT_EQ(settled(1), DecisionLog::kPollMax);    // a trickle: 20 records a poll
