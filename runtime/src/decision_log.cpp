@@ -5,6 +5,7 @@
 #include "vibepit/runtime/thread_name.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -393,6 +394,14 @@ void DecisionLog::wake() {
   if (asleep_.exchange(0, std::memory_order_seq_cst) != 0) asleep_.notify_one();
 }
 
+std::size_t DecisionLog::waiting() const {
+  std::size_t n = 0;
+  for (const auto& p : producers_) {
+    n += p->head_.load(std::memory_order_acquire) - p->tail_.load(std::memory_order_relaxed);
+  }
+  return n;
+}
+
 bool DecisionLog::queues_empty() const {
   for (const auto& p : producers_) {
     if (p->head_.load(std::memory_order_seq_cst) != p->tail_.load(std::memory_order_relaxed)) {
@@ -440,6 +449,10 @@ std::size_t DecisionLog::drain_once() {
       if (observer_) observer_(r);
       append_json_line(batch_, r);
       batch_ends_.push_back(batch_.size());
+      if (batch_ends_.size() % kYieldEvery == 0 && waiting() <= kPollBatch) {
+        sched_yield();
+        yields_.fetch_add(1, std::memory_order_relaxed);
+      }
     }
   }
   const std::size_t n = batch_ends_.size();

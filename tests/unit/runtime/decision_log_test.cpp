@@ -378,6 +378,34 @@ TEST(DecisionLog, ABusyProducerShortensThePollsAndTheWriterSleepsWhenItStops) {
   log.stop();
 }
 
+// The records are pushed before the writer starts, so it finds them all in one pass.
+std::uint64_t yields_taking(std::size_t records) {
+  DecisionLog log("", records);
+  auto& p = log.make_producer(records);
+  for (std::size_t i = 0; i < records; ++i) p.push(sample());
+  log.start();
+  wait_written(log, records);
+  log.stop();
+  EXPECT_EQ(log.written(), records);
+  EXPECT_EQ(log.dropped(), 0u);
+  return log.writer_yields();
+}
+
+// While it keeps up, the writer steps aside after every kYieldEvery records, so that an I/O
+// thread woken on its core meanwhile waits a few records, not the whole stretch.
+TEST(DecisionLog, AWriterThatKeepsUpStepsAsideBetweenRecords) {
+  constexpr std::size_t kRecords = DecisionLog::kPollBatch;
+  EXPECT_EQ(yields_taking(kRecords), kRecords / DecisionLog::kYieldEvery);
+}
+
+// Behind (more than kPollBatch records waiting), it does not: stepping aside for a busy core
+// would leave it further behind until the queues fill and drop records. It starts again
+// once no more than kPollBatch wait.
+TEST(DecisionLog, AWriterThatIsBehindDoesNotStepAsideUntilItCatchesUp) {
+  constexpr std::size_t kRecords = 1000;
+  EXPECT_EQ(yields_taking(kRecords), DecisionLog::kPollBatch / DecisionLog::kYieldEvery + 1);
+}
+
 // stop() and reopen() wake a sleeping writer too: neither waits for a record.
 TEST(DecisionLog, StopAndReopenWakeASleepingWriter) {
   DecisionLog log("", 100);

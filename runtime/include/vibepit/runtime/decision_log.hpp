@@ -137,6 +137,8 @@ class DecisionLog {
   // at once do not count; they cost no wake-up. For tests and for anyone counting an idle
   // proxy's wake-ups.
   std::uint64_t writer_wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
+  // Times the writer has stepped aside (sched_yield) between records; see kYieldEvery.
+  std::uint64_t writer_yields() const { return yields_.load(std::memory_order_relaxed); }
 
   // The writer polls while records come, and each poll is a wake-up on a core the workers
   // may share: its work (formatting and writing what came since the last poll) runs in one
@@ -157,6 +159,12 @@ class DecisionLog {
   // The interval after a poll that slept `slept` and found `found` records: halved while a
   // poll finds more than kPollBatch, doubled while it finds less than half of that.
   static std::chrono::microseconds next_poll(std::chrono::microseconds slept, std::size_t found);
+  // Even a short stretch holds the core for tens of microseconds, and the scheduler lets a
+  // running thread finish its slice before a woken one runs: so, while it keeps up (no
+  // more than kPollBatch records wait), the writer steps aside after every kYieldEvery
+  // records (a few microseconds of work), and an I/O thread woken meanwhile runs first.
+  // When more wait, it does not: it must not fall behind a busy core and drop records.
+  static constexpr std::size_t kYieldEvery = 4;
   // Every kWritebackChunk bytes the writer starts the disk write of what it wrote
   // (sync_file_range, SYNC_FILE_RANGE_WRITE: started, not waited for).
   static constexpr std::uint64_t kWritebackChunk = 1 << 20;
@@ -173,8 +181,9 @@ class DecisionLog {
   void note_write_failure(std::size_t lines, int err);
   std::size_t drain_once();
   std::uint64_t take_id_block();
-  bool queues_empty() const;  // writer thread only
-  void wake();                // any thread: wake the writer if it sleeps
+  bool queues_empty() const;    // writer thread only
+  std::size_t waiting() const;  // writer thread only: records in the queues
+  void wake();                  // any thread: wake the writer if it sleeps
 
   std::function<void(const DecisionRecord&)> observer_;
   bool to_stdout_ = false;
@@ -199,6 +208,7 @@ class DecisionLog {
   // at the queues: either the writer sees the record, or the producer sees the flag.
   alignas(64) std::atomic<std::uint32_t> asleep_{0};
   std::atomic<std::uint64_t> wakeups_{0};
+  std::atomic<std::uint64_t> yields_{0};
   std::thread writer_;
   std::atomic<std::uint64_t> written_{0};
   // Writer thread only: the lines of one batch, end to end, and where each ends. Reused, so
