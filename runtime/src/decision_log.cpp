@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -103,18 +104,27 @@ void append_string(std::string& out, std::string_view v) {
   out.push_back('"');
 }
 
-void field(std::string& out, const char* name, std::string_view v) {
-  out.push_back(',');
-  append_string(out, name);
-  out.push_back(':');
+// `,"name":`. Names are this file's literals, plain ASCII: nothing to escape.
+void key(std::string& out, std::string_view name) {
+  out += ",\"";
+  out += name;
+  out += "\":";
+}
+
+void append_number(std::string& out, std::uint64_t v) {
+  char buf[20];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  out.append(buf, static_cast<std::size_t>(end - buf));
+}
+
+void field(std::string& out, std::string_view name, std::string_view v) {
+  key(out, name);
   append_string(out, v);
 }
 
-void field(std::string& out, const char* name, std::uint64_t v) {
-  out.push_back(',');
-  append_string(out, name);
-  out.push_back(':');
-  out += std::to_string(v);
+void field(std::string& out, std::string_view name, std::uint64_t v) {
+  key(out, name);
+  append_number(out, v);
 }
 
 void mode_fields(std::string& out, const DecisionRecord& r) {
@@ -178,7 +188,7 @@ void append_json_line(std::string& out, const DecisionRecord& r) {
   // Written by hand: the writer thread formats every record, and this is several times
   // cheaper than building a JSON object first.
   out += "{\"id\":";
-  out += std::to_string(r.id);
+  append_number(out, r.id);
   out += ",\"ts\":";
   append_ts(out, r.ts_us);
   field(out, "src", r.src);
