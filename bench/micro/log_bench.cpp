@@ -1,10 +1,12 @@
-// Microbenchmarks for the decision log's writer: formatting one record as its NDJSON line.
-// The writer formats every record the I/O threads push, on a core it may share with them,
-// so this is the length of its stretches per record (docs/benchmarks.md, the DNS notes).
+// Microbenchmarks for the decision log's writer: what it does with each record the I/O
+// threads push, on a core it may share with them. It formats the record as its NDJSON line,
+// and with the control API running it first counts it for /v1/stats and /metrics. Together
+// that is the length of its stretches per record (docs/benchmarks.md, the DNS notes).
 #include <benchmark/benchmark.h>
 
 #include <string>
 
+#include "vibepit/control/stats.hpp"
 #include "vibepit/runtime/decision_log.hpp"
 
 namespace {
@@ -74,5 +76,21 @@ void BM_FormatDnsRecord(benchmark::State& state) {
   format(state, dns_answer());
 }
 BENCHMARK(BM_FormatDnsRecord);
+
+void count(benchmark::State& state, const runtime::DecisionRecord& r) {
+  control::DecisionStats stats;
+  for (auto _ : state) stats.observe(r);
+  benchmark::DoNotOptimize(stats.tracked_hosts());
+}
+
+void BM_CountHttpRecord(benchmark::State& state) {
+  count(state, http_request());
+}
+BENCHMARK(BM_CountHttpRecord);
+
+void BM_CountDnsRecord(benchmark::State& state) {
+  count(state, dns_answer());
+}
+BENCHMARK(BM_CountDnsRecord);
 
 }  // namespace
