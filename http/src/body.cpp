@@ -3,7 +3,8 @@
 // by the next hop (request smuggling) is refused rather than repaired.
 #include "vibepit/http/body.hpp"
 
-#include <initializer_list>
+#include <charconv>
+#include <span>
 #include <string>
 
 namespace vibepit::http {
@@ -131,29 +132,32 @@ bool has_connection_field(const std::vector<Header>& headers) {
   return false;
 }
 
-bool is_any_of(std::string_view name, std::initializer_list<std::string_view> names) {
+bool is_any_of(std::string_view name, std::span<const std::string_view> names) {
   for (std::string_view n : names) {
     if (iequals(name, n)) return true;
   }
   return false;
 }
 
+constexpr std::string_view kFramingFields[] = {"content-length", "transfer-encoding"};
+
 // Hop-by-hop fields (RFC 9110 7.6.1) and the fields named by Connection. The framing
 // fields stay even when Connection lists them: the body is forwarded raw, and dropping
 // its length would let it be read as the next message.
 bool drop_field(const std::vector<Header>& headers, bool listed_possible, std::string_view name,
-                std::initializer_list<std::string_view> hop_by_hop) {
+                std::span<const std::string_view> hop_by_hop) {
   if (is_any_of(name, hop_by_hop)) return true;
-  if (!listed_possible || is_any_of(name, {"content-length", "transfer-encoding"})) return false;
+  if (!listed_possible || is_any_of(name, kFramingFields)) return false;
   return connection_lists(headers, name);
 }
 
 // The fields that go on, in order. A valid Content-Length goes on as one field in canonical
 // form ("5", not "005" or "5, 5" or two fields), where the first one was: the next hop
 // reads exactly the length that framed the body here.
+// `extra` (whole field lines) goes last, before the blank line.
 void append_fields(std::string& out, const std::vector<Header>& headers,
-                   std::initializer_list<std::string_view> hop_by_hop,
-                   std::string_view also_drop = {}) {
+                   std::span<const std::string_view> hop_by_hop, std::string_view also_drop = {},
+                   std::string_view extra = {}) {
   const bool listed_possible = has_connection_field(headers);
   const Length len = read_length(headers);
   const bool canonical_length = len.present && !len.malformed && !len.conflicting;
@@ -163,13 +167,18 @@ void append_fields(std::string& out, const std::vector<Header>& headers,
     if (!also_drop.empty() && iequals(h.name, also_drop)) continue;
     if (canonical_length && iequals(h.name, "content-length")) {
       if (!length_written) {
-        out.append("Content-Length: ").append(std::to_string(len.value)).append("\r\n");
+        char digits[20];
+        const auto end = std::to_chars(digits, digits + sizeof digits, len.value).ptr;
+        out.append("Content-Length: ")
+            .append(digits, static_cast<std::size_t>(end - digits))
+            .append("\r\n");
       }
       length_written = true;
       continue;
     }
     out.append(h.name).append(": ").append(h.value).append("\r\n");
   }
+  out.append(extra);
   out.append("\r\n");
 }
 
@@ -369,29 +378,66 @@ ChunkedDecoder::Step ChunkedDecoder::feed_into(std::string_view data, std::strin
   return {Status::need_more, i};
 }
 
+namespace {
+
+constexpr std::string_view kRequestHopByHop[] = {
+    "host",       "connection", "proxy-connection", "proxy-authorization",
+    "keep-alive", "te",         "trailer",          "upgrade"};
+constexpr std::string_view kResponseHopByHop[] = {"connection",
+                                                  "proxy-connection",
+                                                  "proxy-authenticate",
+                                                  "proxy-authorization",
+                                                  "keep-alive",
+                                                  "te",
+                                                  "trailer",
+                                                  "upgrade"};
+
+void append_request_line(std::string& out, const RequestHead& head, std::string_view origin_path,
+                         std::size_t host_size) {
+  out.reserve(out.size() + head.method.size() + origin_path.size() + host_size + 32 +
+              fields_size(head.headers));
+  out.append(head.method).append(" ").append(origin_path).append(" HTTP/1.1\r\n");
+  out.append("Host: ");
+}
+
+}  // namespace
+
 std::string rewrite_request_head(const RequestHead& head, std::string_view origin_path,
                                  std::string_view host_header, bool drop_expect) {
   std::string out;
-  out.reserve(head.method.size() + origin_path.size() + host_header.size() + 32 +
-              fields_size(head.headers));
-  out.append(head.method).append(" ").append(origin_path).append(" HTTP/1.1\r\n");
-  out.append("Host: ").append(host_header).append("\r\n");
-  append_fields(out, head.headers,
-                {"host", "connection", "proxy-connection", "proxy-authorization", "keep-alive",
-                 "te", "trailer", "upgrade"},
-                drop_expect ? "expect" : "");
+  append_request_line(out, head, origin_path, host_header.size());
+  out.append(host_header).append("\r\n");
+  append_fields(out, head.headers, kRequestHopByHop, drop_expect ? "expect" : "");
   return out;
+}
+
+void append_request_head(std::string& out, const RequestHead& head, std::string_view origin_path,
+                         const Authority& authority, bool drop_expect) {
+  append_request_line(out, head, origin_path, authority.host.size() + 8);
+  if (authority.port == 80) {
+    policy::append_bracketed_host(out, authority.host);
+  } else {
+    policy::append_host_port(out, authority.host, authority.port);
+  }
+  out.append("\r\n");
+  append_fields(out, head.headers, kRequestHopByHop, drop_expect ? "expect" : "");
 }
 
 std::string rewrite_response_head(const ResponseHead& head) {
   std::string out;
-  out.reserve(head.reason.size() + 16 + fields_size(head.headers));
-  out.append("HTTP/1.1 ").append(std::to_string(head.status)).append(" ");
-  out.append(head.reason).append("\r\n");
-  append_fields(out, head.headers,
-                {"connection", "proxy-connection", "proxy-authenticate", "proxy-authorization",
-                 "keep-alive", "te", "trailer", "upgrade"});
+  append_response_head(out, head);
   return out;
+}
+
+void append_response_head(std::string& out, const ResponseHead& head,
+                          std::string_view extra_fields) {
+  out.reserve(out.size() + head.reason.size() + 16 + fields_size(head.headers) +
+              extra_fields.size());
+  char status[12];
+  const auto end = std::to_chars(status, status + sizeof status, head.status).ptr;
+  out.append("HTTP/1.1 ").append(status, static_cast<std::size_t>(end - status)).append(" ");
+  out.append(head.reason).append("\r\n");
+  append_fields(out, head.headers, kResponseHopByHop, {}, extra_fields);
 }
 
 bool wants_keep_alive(int version_minor, const std::vector<Header>& headers) {

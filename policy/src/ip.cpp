@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 
+#include <charconv>
 #include <cstring>
 
 #include "ip_detail.hpp"
@@ -215,20 +216,35 @@ std::string Cidr::to_string() const {
   return out;
 }
 
-std::string bracket_host(std::string_view host) {
-  if (host.find(':') == std::string_view::npos) return std::string(host);
-  std::string out;
-  out.reserve(host.size() + 2);
+void append_bracketed_host(std::string& out, std::string_view host) {
+  if (host.find(':') == std::string_view::npos) {
+    out.append(host);
+    return;
+  }
   out.push_back('[');
   out.append(host);
   out.push_back(']');
+}
+
+void append_host_port(std::string& out, std::string_view host, std::uint16_t port) {
+  append_bracketed_host(out, host);
+  char digits[6];
+  const auto end = std::to_chars(digits, digits + sizeof digits, port).ptr;
+  out.push_back(':');
+  out.append(digits, static_cast<std::size_t>(end - digits));
+}
+
+std::string bracket_host(std::string_view host) {
+  std::string out;
+  out.reserve(host.size() + 2);
+  append_bracketed_host(out, host);
   return out;
 }
 
 std::string join_host_port(std::string_view host, std::uint16_t port) {
-  std::string out = bracket_host(host);
-  out.push_back(':');
-  out += std::to_string(port);
+  std::string out;
+  out.reserve(host.size() + 8);
+  append_host_port(out, host, port);
   return out;
 }
 

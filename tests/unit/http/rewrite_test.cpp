@@ -79,6 +79,58 @@ TEST(RewriteRequest, BareLfBecomesCrlf) {
             "GET / HTTP/1.1\r\nHost: a:8080\r\nX: y\r\n\r\n");
 }
 
+// The proxy's form writes the Host field from the parsed authority, into a buffer that
+// already holds bytes (a kept buffer is cleared, but appending must not assume it).
+TEST(RewriteRequest, AppendedFormWritesHostFromTheAuthority) {
+  const std::string in =
+      "GET http://a/ HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, x\r\nX: y\r\nx: 1\r\nZ: "
+      "2\r\n\r\n";
+  const RequestHead head = parse_req(in);
+  struct Row {
+    std::string host;
+    std::uint16_t port;
+    std::string field;
+  };
+  const Row rows[] = {
+      {"a.example", 80, "a.example"},       {"a.example", 8080, "a.example:8080"},
+      {"203.0.113.7", 80, "203.0.113.7"},   {"203.0.113.7", 65535, "203.0.113.7:65535"},
+      {"2001:db8::1", 80, "[2001:db8::1]"}, {"2001:db8::1", 8, "[2001:db8::1]:8"},
+  };
+  for (const auto& r : rows) {
+    Authority auth;
+    auth.host = r.host;
+    auth.port = r.port;
+    std::string out = "kept";
+    append_request_head(out, head, "/p", auth);
+    EXPECT_EQ(out, "keptGET /p HTTP/1.1\r\nHost: " + r.field + "\r\nZ: 2\r\n\r\n") << r.field;
+    EXPECT_EQ(out.substr(4), rewrite_request_head(head, "/p", r.field)) << r.field;
+  }
+  Authority auth;
+  auth.host = "a";
+  auth.port = 80;
+  const std::string put = "PUT http://a/ HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n";
+  const RequestHead with_expect = parse_req(put);
+  std::string out;
+  append_request_head(out, with_expect, "/", auth, true);
+  EXPECT_EQ(out, "PUT / HTTP/1.1\r\nHost: a\r\n\r\n");
+}
+
+TEST(RewriteResponse, AppendedFormAddsTheExtraFieldsLast) {
+  ResponseHead head;
+  ASSERT_EQ(parse_response_head("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 007\r\n"
+                                "Server: s\r\n\r\n",
+                                8192, head)
+                .state,
+            ParseState::complete);
+  std::string out = "x";
+  append_response_head(out, head, "Connection: keep-alive\r\n");
+  EXPECT_EQ(out,
+            "xHTTP/1.1 200 OK\r\nContent-Length: 7\r\nServer: s\r\nConnection: keep-alive\r\n\r\n");
+  std::string plain;
+  append_response_head(plain, head);
+  EXPECT_EQ(plain, rewrite_response_head(head));
+}
+
 TEST(RewriteResponse, Table) {
   const RewriteCase cases[] = {
       // framing fields stay; Connection and what it lists go

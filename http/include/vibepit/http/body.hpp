@@ -6,6 +6,7 @@
 #include <string_view>
 #include <variant>
 
+#include "vibepit/http/authority.hpp"
 #include "vibepit/http/head.hpp"
 
 namespace vibepit::http {
@@ -93,10 +94,19 @@ class ChunkedDecoder {
 // pass values from parse_target / Authority::display().
 std::string rewrite_request_head(const RequestHead& head, std::string_view origin_path,
                                  std::string_view host_header, bool drop_expect = false);
+// The same head appended to `out`, with the Host field written from `authority` as
+// Authority::display() would, without the port when it is 80 (the http default). The proxy
+// writes into a buffer it keeps between requests: no string of its own.
+void append_request_head(std::string& out, const RequestHead& head, std::string_view origin_path,
+                         const Authority& authority, bool drop_expect = false);
 // The response head to send the client ("HTTP/1.1 <status> <reason>"), with hop-by-hop
 // headers removed (as above, plus Proxy-Authenticate); framing fields stay, a valid
 // Content-Length in canonical form.
 std::string rewrite_response_head(const ResponseHead& head);
+// The same head appended to `out`; `extra_fields` (whole lines, each ending in CRLF, such as
+// "Connection: close\r\n") go after the kept fields.
+void append_response_head(std::string& out, const ResponseHead& head,
+                          std::string_view extra_fields = {});
 
 // Whether the client asked to keep the connection open (version default and Connection).
 bool wants_keep_alive(int version_minor, const std::vector<Header>& headers);

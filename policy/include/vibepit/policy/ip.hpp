@@ -13,6 +13,9 @@ namespace vibepit::policy {
 std::string join_host_port(std::string_view host, std::uint16_t port);
 // `host` in brackets when it is IPv6 text ("[2001:db8::1]"), else as it is.
 std::string bracket_host(std::string_view host);
+// The same two, appended to `out` (no string of their own).
+void append_host_port(std::string& out, std::string_view host, std::uint16_t port);
+void append_bracketed_host(std::string& out, std::string_view host);
 
 struct IpAddr {
   bool v6 = false;
