@@ -107,12 +107,6 @@ std::string host_header_problem(const http::RequestHead& head, const http::Autho
          "\" does not match the request URI authority " + auth.display();
 }
 
-// The rewritten head has no Connection header: say what we will do with the client connection.
-std::string with_connection(std::string head, bool keep_alive) {
-  head.insert(head.size() - 2, keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
-  return head;
-}
-
 asio::awaitable<bool> forward_request_body(Session& s, const http::Framing& framing,
                                            std::uint64_t& bytes, std::string& framing_error) {
   auto r = co_await pass_body(
@@ -130,8 +124,11 @@ asio::awaitable<bool> forward_response(Session& s, std::string_view method, bool
   const std::string req_method(method);
   ByteBuffer& upbuf = s.upstream_bytes();
   upbuf.clear();
+  http::ResponseHead rh;
+  const Lease index(s.header_spares(), rh.headers);
+  std::string out;  // the head to send, and the body bytes read with it
+  const Lease out_text(s.text_spares(), out);
   for (;;) {
-    http::ResponseHead rh;
     http::ParseResult pr;
     for (;;) {
       pr = http::parse_response_head(upbuf, s.cfg().max_response_head, rh);
@@ -153,7 +150,9 @@ asio::awaitable<bool> forward_response(Session& s, std::string_view method, bool
                          framing.kind != http::BodyKind::until_close;
     keep_client = client_keep_alive && framing.kind != http::BodyKind::until_close;
 
-    auto out = with_connection(http::rewrite_response_head(rh), keep_client);
+    // The rewritten head has no Connection field: say what we will do with the connection.
+    http::append_response_head(
+        out, rh, keep_client ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
     rec.status = static_cast<std::uint16_t>(rh.status);
     upbuf.consume(rh.head_size);
     if (framing.kind == http::BodyKind::length) {
@@ -180,34 +179,117 @@ asio::awaitable<bool> forward_response(Session& s, std::string_view method, bool
   }
 }
 
+// What a request needs, checked before anything is awaited (the head's views die with its
+// bytes), or why it is refused.
+struct Checked {
+  http::Framing framing;
+  bool client_keep_alive = false;
+  bool expect_continue = false;
+};
+struct Invalid {
+  std::string detail;   // for the record
+  std::string message;  // for the client
+};
+
+std::variant<Checked, Invalid> check_request(const http::RequestHead& head,
+                                             const http::Authority& auth) {
+  if (auto problem = host_header_problem(head, auth); !problem.empty()) {
+    return Invalid{problem, problem};
+  }
+  auto framing_or = http::request_framing(head);
+  if (auto* err = std::get_if<http::FramingError>(&framing_or)) {
+    return Invalid{err->what, "refused request framing: " + err->what};
+  }
+  Checked c;
+  c.framing = std::get<http::Framing>(framing_or);
+  c.client_keep_alive = http::wants_keep_alive(head.version_minor, head.headers);
+  if (auto e = head.find("expect")) c.expect_continue = http::iequals(*e, "100-continue");
+  return c;
+}
+
+// The allowed request on the dialled upstream: the head and body up, the response down.
+// Fills `rec`'s totals and status; an exchange that fails before the response starts gets
+// an error response here. Whether the client connection may carry another request.
+// Its own coroutine, so that each frame stays small enough for Asio's per-thread frame
+// recycling (about 1 KiB): a larger one goes to malloc on every request.
+asio::awaitable<bool> exchange(Session& s, std::string_view method,
+                               const std::string& upstream_head, const Checked& req,
+                               runtime::DecisionRecord& rec) {
+  rec.totals = true;
+  const auto started = Session::clock::now();
+  s.touch();
+
+  asio::error_code ec;
+  if (req.expect_continue && req.framing.kind != http::BodyKind::none) {
+    if (!co_await s.send("HTTP/1.1 100 Continue\r\n\r\n")) co_return false;
+  }
+  co_await asio::async_write(s.upstream(), asio::buffer(upstream_head),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  bool keep_client = false;
+  int status = 0;  // of an error response, when one is owed
+  ProxyError error = ProxyError::connection_terminated;
+  std::string message;
+  if (!ec) {
+    std::uint64_t up = 0;
+    bool ok = false;
+    std::string framing_error;
+    if (req.framing.kind == http::BodyKind::none) {
+      ok = co_await forward_response(s, method, req.client_keep_alive, keep_client, rec);
+    } else {
+      // Upload and download run together: a server may answer before the body ends.
+      bool sent = false, answered = false;
+      co_await both(
+          store(forward_request_body(s, req.framing, up, framing_error), sent),
+          store(forward_response(s, method, req.client_keep_alive, keep_client, rec), answered));
+      ok = sent && answered;
+      if (!sent) keep_client = false;
+    }
+    rec.bytes_up = upstream_head.size() + up;
+    if (!ok) keep_client = false;
+    if (!ok && rec.status == 0) {
+      if (!framing_error.empty()) {
+        status = 400;
+        error = ProxyError::http_request_error;
+        message = "invalid chunked request body: " + framing_error;
+      } else {
+        status = 502;
+        error = ProxyError::http_response_incomplete;
+        message = "the upstream server closed the connection or sent an invalid response";
+      }
+    }
+  } else {
+    status = 502;
+    message = "could not send the request upstream: " + ec.message();
+  }
+  if (status != 0) {
+    rec.status = static_cast<std::uint16_t>(status);
+    co_await s.refuse(status, error, std::move(message), true);
+  }
+  rec.ms = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(Session::clock::now() - started)
+          .count());
+  co_return keep_client;
+}
+
 }  // namespace
 
 asio::awaitable<bool> forward_http(Session& s, const http::RequestHead& head,
                                    const http::Target& target) {
   const auto& auth = target.authority;
+  auto checked = check_request(head, auth);
+  if (auto* bad = std::get_if<Invalid>(&checked)) {
+    co_await s.refuse_invalid(head.method, auth.host, auth.port, std::move(bad->detail),
+                              std::move(bad->message));
+    co_return false;
+  }
+  const Checked& req = std::get<Checked>(checked);
+
   const std::string method(head.method);
-
-  if (auto problem = host_header_problem(head, auth); !problem.empty()) {
-    co_await s.refuse_invalid(method, auth.host, auth.port, problem, problem);
-    co_return false;
-  }
-
-  auto framing_or = http::request_framing(head);
-  if (auto* err = std::get_if<http::FramingError>(&framing_or)) {
-    co_await s.refuse_invalid(method, auth.host, auth.port, err->what,
-                              "refused request framing: " + err->what);
-    co_return false;
-  }
-  const auto framing = std::get<http::Framing>(framing_or);
-  const bool client_keep_alive = http::wants_keep_alive(head.version_minor, head.headers);
-  bool expect_continue = false;
-  if (auto e = head.find("expect")) expect_continue = http::iequals(*e, "100-continue");
-
-  std::string host_value = auth.port == 80 ? policy::bracket_host(auth.host) : auth.display();
   // With 100-continue we answer the 100 ourselves once the request is allowed, so the
   // expectation does not go upstream.
-  std::string upstream_head =
-      http::rewrite_request_head(head, target.path, host_value, expect_continue);
+  std::string upstream_head;
+  const Lease head_text(s.text_spares(), upstream_head);
+  http::append_request_head(upstream_head, head, target.path, auth, req.expect_continue);
   s.client_bytes().consume(head.head_size);  // `head` views are invalid from here on
 
   auto rec = s.new_record(method, auth.host, auth.port);
@@ -215,62 +297,13 @@ asio::awaitable<bool> forward_http(Session& s, const http::RequestHead& head,
   s.mark_decided(rec);
   if (s.closed()) co_return false;
   if (!dial.ok) {
-    s.emit(rec);
+    s.emit(std::move(rec));
     // A body we will not forward would be read as the next request: close instead.
-    bool close = framing.kind != http::BodyKind::none || !client_keep_alive;
-    co_await s.refuse(dial.status, dial.error, dial.message, close);
+    bool close = req.framing.kind != http::BodyKind::none || !req.client_keep_alive;
+    co_await s.refuse(dial.status, dial.error, std::move(dial.message), close);
     co_return !close && !s.closed();
   }
-  rec.totals = true;
-  const auto started = Session::clock::now();
-  s.touch();
-
-  asio::error_code ec;
-  auto tok = asio::redirect_error(asio::use_awaitable, ec);
-  if (expect_continue && framing.kind != http::BodyKind::none) {
-    if (!co_await s.send("HTTP/1.1 100 Continue\r\n\r\n")) co_return false;
-  }
-  co_await asio::async_write(s.upstream(), asio::buffer(upstream_head), tok);
-  bool keep_client = false;
-  if (!ec) {
-    std::uint64_t up = 0;
-    bool ok = false;
-    std::string framing_error;
-    if (framing.kind == http::BodyKind::none) {
-      ok = co_await forward_response(s, method, client_keep_alive, keep_client, rec);
-    } else {
-      // Upload and download run together: a server may answer before the body ends.
-      bool sent = false, answered = false;
-      co_await both(
-          store(forward_request_body(s, framing, up, framing_error), sent),
-          store(forward_response(s, method, client_keep_alive, keep_client, rec), answered));
-      ok = sent && answered;
-      if (!sent) keep_client = false;
-    }
-    rec.bytes_up = upstream_head.size() + up;
-    if (!ok && rec.status == 0) {
-      if (!framing_error.empty()) {
-        rec.status = 400;
-        co_await s.refuse(400, ProxyError::http_request_error,
-                          "invalid chunked request body: " + framing_error, true);
-      } else {
-        rec.status = 502;
-        co_await s.refuse(502, ProxyError::http_response_incomplete,
-                          "the upstream server closed the connection or sent an invalid response",
-                          true);
-      }
-      keep_client = false;
-    } else if (!ok) {
-      keep_client = false;
-    }
-  } else {
-    rec.status = 502;
-    co_await s.refuse(502, ProxyError::connection_terminated,
-                      "could not send the request upstream: " + ec.message(), true);
-  }
-  rec.ms = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(Session::clock::now() - started)
-          .count());
+  const bool keep_client = co_await exchange(s, method, upstream_head, req, rec);
   s.emit(std::move(rec));
   co_return keep_client && !s.closed() && !s.draining();
 }

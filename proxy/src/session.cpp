@@ -1,5 +1,7 @@
 #include "vibepit/proxy/session.hpp"
 
+#include <utility>
+
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/redirect_error.hpp>
@@ -48,7 +50,8 @@ void Session::on_drain() {
 void Session::drop_upstream() {
   asio::error_code ignored;
   upstream_.close(ignored);
-  upstream_key_.clear();
+  upstream_host_.clear();
+  upstream_port_ = 0;
 }
 
 bool Session::draining() const {
@@ -57,6 +60,14 @@ bool Session::draining() const {
 
 const runtime::Config& Session::cfg() const {
   return w_.cfg();
+}
+
+Spares<std::vector<http::Header>>& Session::header_spares() {
+  return w_.header_spares();
+}
+
+Spares<std::string>& Session::text_spares() {
+  return w_.text_spares();
 }
 
 void Session::busy() {
@@ -123,6 +134,9 @@ asio::awaitable<Session::HeadStatus> Session::read_head(http::RequestHead& head)
   const auto limit = w_.cfg().max_request_head;
   for (;;) {
     if (!inbuf_.empty()) {
+      // The header index comes from the worker's spares once bytes arrive: a connection
+      // waiting for its next request holds none.
+      if (head.headers.capacity() == 0) head.headers = w_.header_spares().take();
       auto r = http::parse_request_head(inbuf_, limit, head);
       if (r.state == http::ParseState::complete) co_return HeadStatus::ok;
       if (r.state == http::ParseState::error) {
@@ -174,8 +188,8 @@ asio::awaitable<void> Session::run() {
       auto rec = new_record("CONNECT", target.authority.host, target.authority.port);
       inbuf_.consume(head.head_size);
       // An idle tunnel keeps no header index: the parser reserves room for 32 headers (1 KiB),
-      // and this frame lives as long as the tunnel. Move-assignment frees it; clear() would not.
-      head = http::RequestHead{};
+      // and this frame lives as long as the tunnel. It goes back to the worker.
+      w_.header_spares().give(std::exchange(head.headers, {}));
       co_await tunnel(*this, target.authority, rec);
       break;
     }
@@ -198,6 +212,7 @@ asio::awaitable<void> Session::run() {
       break;
     }
     if (!co_await forward_http(*this, head, target)) break;
+    w_.header_spares().give(std::exchange(head.headers, {}));
   }
   close_all();
 }
@@ -240,14 +255,14 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& t
   rec.gen = snap->generation;
   rec.mode = snap->rules.mode;
   policy::Decision d = policy::decide_http(target.host, target.port, *snap);
-  const std::string display = target.display();
   policy::Outcome o;
   if (d.verdict == policy::Verdict::deny) {
-    o = policy::explain(std::move(d), display);
-  } else if (reuse_ok && upstream_.is_open() && upstream_key_ == display) {
+    o = policy::explain(std::move(d), target.display());
+  } else if (reuse_ok && upstream_.is_open() && upstream_port_ == target.port &&
+             upstream_host_ == target.host) {
     // Keep-alive reuse: the connection was dialled for this same authority, to an address
     // that passed classification then. The decision above was made anew for this request.
-    o = policy::explain(std::move(d), display);
+    o = policy::explain(std::move(d), {});  // allowed: no text names the target
     o.addr = upstream_addr_;
   } else {
     drop_upstream();
@@ -255,7 +270,8 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& t
     if (opened.cancelled) co_return Dial{};
     o = std::move(opened.outcome);
     if (!o.refused()) {
-      upstream_key_ = display;
+      upstream_host_ = target.host;
+      upstream_port_ = target.port;
       upstream_addr_ = o.addr;
     }
   }

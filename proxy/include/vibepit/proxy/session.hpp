@@ -20,6 +20,7 @@
 #include "vibepit/policy/outcome.hpp"
 #include "vibepit/proxy/byte_buffer.hpp"
 #include "vibepit/proxy/response.hpp"
+#include "vibepit/proxy/spares.hpp"
 #include "vibepit/proxy/upstream.hpp"
 #include "vibepit/runtime/config.hpp"
 #include "vibepit/runtime/decision_log.hpp"
@@ -71,6 +72,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed() const { return closed_; }
   bool draining() const;
   const runtime::Config& cfg() const;
+  // The worker's buffers a request borrows and gives back (spares.hpp).
+  Spares<std::vector<http::Header>>& header_spares();
+  Spares<std::string>& text_spares();
 
   void busy();   // a request is in progress: the idle deadline applies
   void touch();  // bytes moved on a tunnel or body: push the idle deadline
@@ -100,7 +104,9 @@ class Session : public std::enable_shared_from_this<Session> {
   Worker& w_;
   asio::ip::tcp::socket client_;
   asio::ip::tcp::socket upstream_;
-  std::string upstream_key_;  // "host:port" the open upstream connection was dialled for
+  // The authority the open upstream connection was dialled for.
+  std::string upstream_host_;
+  std::uint16_t upstream_port_ = 0;
   std::string upstream_addr_;
   asio::steady_timer timer_;
   bool timer_armed_ = false;

@@ -16,8 +16,10 @@
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 
+#include "vibepit/http/head.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/resolver.hpp"
+#include "vibepit/proxy/spares.hpp"
 #include "vibepit/runtime/accept_loop.hpp"
 #include "vibepit/runtime/config.hpp"
 #include "vibepit/runtime/decision_log.hpp"
@@ -82,12 +84,20 @@ class Worker {
   // when accepted).
   void enter(Session* s) { sessions_.insert(s); }
   void leave(Session* s);
+  // Buffers a request uses and gives back (spares.hpp): header indexes, rewritten heads.
+  Spares<std::vector<http::Header>>& header_spares() { return header_spares_; }
+  Spares<std::string>& text_spares() { return text_spares_; }
 
  private:
   bool take_client(asio::ip::tcp::socket sock, const asio::ip::tcp::endpoint& peer);
 
-  // Declared before io_: destroying io_ destroys pending sessions, which leave() here.
+  // Declared before io_: destroying io_ destroys pending sessions, which leave() here and
+  // give their buffers back.
   std::unordered_set<Session*> sessions_;
+  // Enough for the requests in flight on one thread to swap buffers without the allocator;
+  // at most 64 x 8 KiB of text and 64 x 256 header slots (8 KiB) are kept.
+  Spares<std::vector<http::Header>> header_spares_{64, 256};
+  Spares<std::string> text_spares_{64, 8 * 1024};
   bool draining_ = false;
   asio::io_context io_{1};
   const runtime::Config& cfg_;
