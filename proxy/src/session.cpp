@@ -29,7 +29,7 @@ Session::Session(Worker& w, tcp::socket client, const tcp::endpoint& peer)
   w_.enter(this);
   auto addr = peer.address();
   client_ip_ = runtime::to_ip_addr(addr);
-  client_text_ = policy::join_host_port(addr.to_string(), peer.port());
+  client_port_ = peer.port();
   // TCP_NODELAY comes from the listening socket (ProxyServer::listen).
 }
 
@@ -222,7 +222,8 @@ runtime::DecisionRecord Session::new_record(std::string_view method, std::string
   runtime::DecisionRecord rec;
   rec.id = w_.log().next_id();
   rec.ts_us = runtime::now_us();
-  rec.client = client_text_;
+  rec.client_ip = client_ip_;  // the log's writer formats "address:port"
+  rec.client_port = client_port_;
   rec.method = std::string(method);
   rec.host = std::move(host);
   rec.port = port;

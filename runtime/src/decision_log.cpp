@@ -141,12 +141,18 @@ void summary_fields(std::string& out, const DecisionRecord& r) {
   field(out, "interval_ms", std::uint64_t{r.interval_ms});
 }
 
+// The client's "address:port": its text when the record carries one, else made here from
+// client_ip and client_port (address text and digits: nothing to escape).
+void client_field(std::string& out, const DecisionRecord& r) {
+  if (!r.client.empty() || r.client_port == 0) return field(out, "client", r.client);
+  key(out, "client");
+  out.push_back('"');
+  policy::append_host_port(out, r.client_ip.to_string(), r.client_port);
+  out.push_back('"');
+}
+
 void dns_fields(std::string& out, const DecisionRecord& r) {
-  if (r.client.empty() && r.client_port != 0) {
-    field(out, "client", policy::join_host_port(r.client_ip.to_string(), r.client_port));
-  } else {
-    field(out, "client", r.client);
-  }
+  client_field(out, r);
   if (r.transport) field(out, "transport", r.transport);
   field(out, "qname", r.host);
   field(out, "qtype", r.qtype ? dns_type_name(r.qtype) : std::string());
@@ -199,7 +205,7 @@ void append_json_line(std::string& out, const DecisionRecord& r) {
     return;
   }
   field(out, "event", r.close ? "close" : "decision");
-  field(out, "client", r.client);
+  client_field(out, r);
   field(out, "method", r.method);
   field(out, "host", r.host);
   field(out, "port", std::uint64_t{r.port});

@@ -240,7 +240,10 @@ TEST_F(SessionTest, ConnectDialsOnlyTheCheckedAddressesAndRelays) {
   EXPECT_EQ(recs[0].rule, "svc.test:443");
   EXPECT_EQ(recs[0].addr, "203.0.113.7");
   EXPECT_EQ(recs[0].status, 200);
-  EXPECT_EQ(recs[0].client, "127.0.0.1:40000");
+  EXPECT_EQ(recs[0].client_ip, ip("127.0.0.1"));
+  EXPECT_EQ(recs[0].client_port, 40000);
+  EXPECT_NE(runtime::to_json_line(recs[0]).find("\"client\":\"127.0.0.1:40000\""),
+            std::string::npos);
   EXPECT_FALSE(recs[0].close);
   EXPECT_TRUE(recs[1].close);
   EXPECT_EQ(recs[1].bytes_up, 5u);

@@ -111,15 +111,21 @@ TEST(DecisionLog, DnsLineHasTheDnsFields) {
   EXPECT_FALSE(j.contains("method"));  // proxy fields stay out of DNS records
 }
 
-TEST(DecisionLog, DnsClientAddressIsFormattedByTheWriter) {
-  DecisionRecord r;
-  r.src = "dns";
-  r.qtype = 1;
-  r.client_ip = *policy::IpAddr::parse("2001:db8::5");
-  r.client_port = 5300;
-  EXPECT_EQ(nlohmann::json::parse(to_json_line(r))["client"], "[2001:db8::5]:5300");
-  r.client_ip = *policy::IpAddr::parse("192.0.2.2");
-  EXPECT_EQ(nlohmann::json::parse(to_json_line(r))["client"], "192.0.2.2:5300");
+// Both I/O paths (DNS queries, proxy sessions) leave `client` empty and pass the address.
+TEST(DecisionLog, TheClientAddressIsFormattedByTheWriter) {
+  for (const char* src : {"dns", "proxy"}) {
+    DecisionRecord r = sample();
+    r.src = src;
+    r.qtype = 1;
+    r.client.clear();
+    r.client_ip = *policy::IpAddr::parse("2001:db8::5");
+    r.client_port = 5300;
+    EXPECT_EQ(nlohmann::json::parse(to_json_line(r))["client"], "[2001:db8::5]:5300") << src;
+    r.client_ip = *policy::IpAddr::parse("192.0.2.2");
+    EXPECT_EQ(nlohmann::json::parse(to_json_line(r))["client"], "192.0.2.2:5300") << src;
+    r.client = "198.51.100.1:7";  // text, when a record carries it, wins
+    EXPECT_EQ(nlohmann::json::parse(to_json_line(r))["client"], "198.51.100.1:7") << src;
+  }
 }
 
 TEST(DecisionLog, CloseLineAddsBytesAndDuration) {

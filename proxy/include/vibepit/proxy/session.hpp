@@ -115,7 +115,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool timed_out_ = false;
   bool closed_ = false;
   policy::IpAddr client_ip_;
-  std::string client_text_;
+  std::uint16_t client_port_ = 0;
   ByteBuffer inbuf_;
   ByteBuffer upbuf_;
 };

@@ -55,8 +55,9 @@ struct DecisionRecord {
   const char* transport = nullptr;  // "udp" or "tcp"
   bool cached = false;
   std::vector<policy::IpAddr> addrs;
-  // The client as an address and port, formatted by the writer thread into `client` when
-  // `client` is empty (the DNS server's per-query path does not format text).
+  // The client as an address and port, which the writer formats when `client` is empty:
+  // the I/O threads (the DNS server's per-query path, the proxy's sessions) leave `client`
+  // empty, so a record costs them no text of its own.
   policy::IpAddr client_ip;
   std::uint16_t client_port = 0;
 };
