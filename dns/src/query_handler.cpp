@@ -49,7 +49,7 @@ bool RateLimiter::allow(const asio::ip::address& client, clock::time_point now) 
 }
 
 struct QueryHandler::Forward {
-  QueryHandler* handler;
+  QueryHandler* handler = nullptr;
   std::vector<std::uint8_t> pkt;  // the client's query, for its ID and question bytes
   Query q;
   runtime::DecisionRecord rec;
@@ -76,6 +76,7 @@ QueryHandler::QueryHandler(asio::io_context& io, const runtime::Config& cfg,
           UdpUpstream::Options{.timeout = cfg.dns.timeout, .max_pending = cfg.dns.max_pending},
           &QueryHandler::on_udp_upstream) {
   for (auto t : cfg.dns.qtypes) qtypes_.add(t);
+  spare_forwards_.reserve(kSpareForwards);
 }
 
 QueryHandler::~QueryHandler() = default;
@@ -99,6 +100,7 @@ runtime::DecisionRecord QueryHandler::make_record(const Query& q, const asio::ip
   // Text is made by the log's writer thread, off this path.
   rec.client_ip = runtime::to_ip_addr(client);
   rec.client_port = port;
+  log_.reuse_buffers(rec);
   rec.host.assign(q.qname.view());
   rec.qtype = q.qtype;
   rec.transport = t == Transport::udp ? "udp" : "tcp";
@@ -145,7 +147,7 @@ bool QueryHandler::handle(std::span<const std::uint8_t> pkt, const asio::ip::add
   rec.mode = snap->rules.mode;
   if (!limiter_.allow(client, now)) {
     rec.reason = policy::Reason::rate_limited;
-    rec.detail = "client over dns-client-qps";
+    rec.detail.set_literal("client over dns-client-qps");
     reply_error(pkt, q, Rcode::refused, rec, to);
     return true;
   }
@@ -157,7 +159,7 @@ bool QueryHandler::handle(std::span<const std::uint8_t> pkt, const asio::ip::add
   }
   if (q.qname.len > cfg_.dns.max_qname || longest_label(q.qname.view()) > cfg_.dns.max_label) {
     rec.reason = policy::Reason::invalid_target;
-    rec.detail = "name longer than dns-max-qname or a label longer than dns-max-label";
+    rec.detail.set_literal("name longer than dns-max-qname or a label longer than dns-max-label");
     reply_error(pkt, q, deny_rcode(), rec, to);
     return true;
   }
@@ -167,9 +169,7 @@ bool QueryHandler::handle(std::span<const std::uint8_t> pkt, const asio::ip::add
   rec.would_deny = verdict.would_deny;
   rec.rule = verdict.rule;
   // Allowed queries need no explanation; denials say why.
-  if (verdict.action != QueryAction::forward && !verdict.detail.empty()) {
-    rec.detail.assign(verdict.detail);
-  }
+  if (verdict.action != QueryAction::forward) rec.detail.set_literal(verdict.detail);
   switch (verdict.action) {
     case QueryAction::deny:
     case QueryAction::deny_qtype:
@@ -191,7 +191,7 @@ bool QueryHandler::handle(std::span<const std::uint8_t> pkt, const asio::ip::add
   auto hit = cache_.lookup(pkt, q, now, reply_limit(q, t), cfg_.dns.udp_payload, wbuf_, hit_addrs_);
   if (hit.size) {
     rec.cached = true;
-    rec.addrs = hit_addrs_;
+    rec.addrs.assign(hit_addrs_.begin(), hit_addrs_.end());  // into a reused buffer
     auto answer = check_answer(hit_addrs_, *snap);
     if (!answer.allowed) {
       rec.reason = policy::Reason::blocked_address;
@@ -207,7 +207,7 @@ bool QueryHandler::handle(std::span<const std::uint8_t> pkt, const asio::ip::add
   }
   if (pending_ >= cfg_.dns.max_pending) {
     rec.reason = policy::Reason::overloaded;
-    rec.detail = "dns-max-pending upstream queries in flight";
+    rec.detail.set_literal("dns-max-pending upstream queries in flight");
     reply_error(pkt, q, Rcode::servfail, rec, to);
     return true;
   }
@@ -220,20 +220,24 @@ void QueryHandler::forward(std::span<const std::uint8_t> pkt, const Query& q,
   auto n = build_upstream_query(pkt, q, cfg_.dns.udp_payload, qbuf_);
   if (n == 0) {
     rec.reason = policy::Reason::invalid_target;
-    rec.detail = "query too large to forward";
+    rec.detail.set_literal("query too large to forward");
     reply_error(pkt, q, Rcode::servfail, rec, to);
     return;
   }
-  auto* f = new Forward{this, std::vector<std::uint8_t>(pkt.begin(), pkt.end()), q, std::move(rec),
-                        std::move(to)};
+  Forward* f = take_forward().release();  // owned by the upstream until it completes
+  f->pkt.assign(pkt.begin(), pkt.end());
+  f->q = q;
+  f->rec = std::move(rec);
+  f->to = std::move(to);
   if (f->to.transport == Transport::udp) {
     // The question as sent: our header, then the client's question bytes.
     const std::size_t question_end = kHeaderSize + (q.question_end - q.question_begin);
     if (!udp_forward_.send(std::span<const std::uint8_t>(qbuf_.data(), n), question_end, f)) {
       std::unique_ptr<Forward> gone(f);
       gone->rec.reason = policy::Reason::resolve_failed;
-      gone->rec.detail = "upstream: no server to ask, or every query ID in use";
+      gone->rec.detail.set_literal("upstream: no server to ask, or every query ID in use");
       reply_error(gone->pkt, gone->q, Rcode::servfail, gone->rec, gone->to);
+      give_back(std::move(gone));
       return;
     }
     ++pending_;
@@ -253,6 +257,7 @@ void QueryHandler::on_udp_upstream(void* arg, UpstreamStatus status,
   --h.pending_;
   if (h.stopped_) return;  // after stop() the sockets are gone
   h.finish_forward(*f, status == UpstreamStatus::answer ? nullptr : to_string(status), answer);
+  h.give_back(std::move(f));
 }
 
 void QueryHandler::on_upstream(void* arg, int status, int /*timeouts*/, unsigned char* abuf,
@@ -267,6 +272,27 @@ void QueryHandler::on_upstream(void* arg, int status, int /*timeouts*/, unsigned
   std::span<const std::uint8_t> answer;
   if (abuf && alen > 0) answer = {abuf, static_cast<std::size_t>(alen)};
   h.finish_forward(*f, status == ARES_SUCCESS ? nullptr : ares_strerror(status), answer);
+  h.give_back(std::move(f));
+}
+
+std::unique_ptr<QueryHandler::Forward> QueryHandler::take_forward() {
+  if (spare_forwards_.empty()) {
+    auto f = std::make_unique<Forward>();
+    f->handler = this;
+    return f;
+  }
+  auto f = std::move(spare_forwards_.back());
+  spare_forwards_.pop_back();
+  return f;
+}
+
+void QueryHandler::give_back(std::unique_ptr<Forward> f) {
+  // What it holds for its query goes now: a TCP client's connection above all.
+  f->to = ReplyTo{};
+  f->rec = runtime::DecisionRecord{};
+  if (spare_forwards_.size() < kSpareForwards && f->pkt.capacity() <= kSparePacketMax) {
+    spare_forwards_.push_back(std::move(f));
+  }
 }
 
 void QueryHandler::finish_forward(Forward& f, const char* failure,
@@ -288,7 +314,7 @@ void QueryHandler::finish_forward(Forward& f, const char* failure,
     reply_error(f.pkt, f.q, Rcode::servfail, rec, f.to);
     return;
   }
-  rec.addrs = info.addrs;
+  rec.addrs.assign(info.addrs.begin(), info.addrs.end());  // into a reused buffer
   // Judge the answer with the rules in force now.
   auto snap = store_.current();
   rec.gen = snap->generation;
@@ -306,7 +332,7 @@ void QueryHandler::finish_forward(Forward& f, const char* failure,
                                      cfg_.dns.udp_payload, wbuf_);
   if (n == 0) {
     rec.reason = policy::Reason::resolve_failed;
-    rec.detail = "upstream answer too large";
+    rec.detail.set_literal("upstream answer too large");
     reply_error(f.pkt, f.q, Rcode::servfail, rec, f.to);
     return;
   }

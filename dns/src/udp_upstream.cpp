@@ -115,11 +115,32 @@ std::uint16_t UdpUpstream::random_id() {
 
 bool UdpUpstream::send(std::span<const std::uint8_t> query, std::size_t question_end, void* user) {
   if (servers_ == 0 || query.size() < question_end || question_end <= kHeaderSize) return false;
-  Pending p;
+  Node node = take_node();
+  Pending& p = node.mapped();
   p.user = user;
   p.query.assign(query.begin(), query.end());
   p.question_end = question_end;
-  return place(p, 0);
+  p.tries = 0;
+  if (place(node, 0)) return true;
+  give_back(std::move(node));
+  return false;
+}
+
+UdpUpstream::Node UdpUpstream::take_node() {
+  if (spare_nodes_.empty()) {
+    std::unordered_map<std::uint32_t, Pending> one;
+    return one.extract(one.emplace(0, Pending{}).first);
+  }
+  Node node = std::move(spare_nodes_.back());
+  spare_nodes_.pop_back();
+  return node;
+}
+
+void UdpUpstream::give_back(Node node) {
+  if (spare_nodes_.size() >= kSpareNodes) return;
+  node.mapped().user = nullptr;
+  if (spare_nodes_.capacity() == 0) spare_nodes_.reserve(kSpareNodes);
+  spare_nodes_.push_back(std::move(node));
 }
 
 std::optional<std::uint16_t> UdpUpstream::free_id(std::size_t socket) {
@@ -138,7 +159,8 @@ std::optional<std::uint16_t> UdpUpstream::free_id(std::size_t socket) {
   return std::nullopt;
 }
 
-bool UdpUpstream::place(Pending& p, std::size_t server) {
+bool UdpUpstream::place(Node& node, std::size_t server) {
+  Pending& p = node.mapped();
   for (std::size_t i = 0; i < per_server_; ++i) {
     const std::size_t s = server * per_server_ + i;
     if (sockets_[s]->inflight >= kSocketLoad) continue;
@@ -149,9 +171,14 @@ bool UdpUpstream::place(Pending& p, std::size_t server) {
     p.server = server;
     p.serial = ++next_serial_;
     const auto at = clock::now() + (p.tries == 0 ? first_try_ : second_try_);
-    deadlines_[p.tries == 0 ? 0 : 1].push_back({at, key, p.serial});
+    auto& deadlines = deadlines_[p.tries == 0 ? 0 : 1];
+    // Answered queries' entries otherwise stay until the timer fires, a whole try's timeout
+    // of them at the query rate: trimmed here, the queues stay near the number in flight.
+    if (deadlines.size() > 2 * pending_.size() + 64) trim_deadlines();
+    deadlines.push_back({at, key, p.serial});
     ++p.tries;
-    pending_.emplace(key, std::move(p));
+    node.key() = key;
+    pending_.insert(std::move(node));
     ++sockets_[s]->inflight;
     queued_.push_back(key);
     if (!flush_posted_) {
@@ -173,11 +200,17 @@ bool UdpUpstream::place(Pending& p, std::size_t server) {
 void UdpUpstream::flush() {
   if (queued_.empty()) return;
   if (!batch_) batch_ = std::make_unique<Batch>();
-  auto keys = std::move(queued_);
-  queued_.clear();
+  // Swapped, not moved: both keep their capacity. Queries placed while this runs (retries
+  // after a refusal) go into queued_ for the next flush.
+  auto& keys = sending_;
+  keys.swap(queued_);
   // By socket, each socket's queries in the order they came.
-  std::stable_sort(keys.begin(), keys.end(),
-                   [](std::uint32_t a, std::uint32_t b) { return (a >> 16) < (b >> 16); });
+  // Mostly they are already: one socket per server takes nearly every query, and
+  // stable_sort would allocate its buffer for nothing.
+  const auto by_socket = [](std::uint32_t a, std::uint32_t b) { return (a >> 16) < (b >> 16); };
+  if (!std::is_sorted(keys.begin(), keys.end(), by_socket)) {
+    std::stable_sort(keys.begin(), keys.end(), by_socket);
+  }
   std::vector<std::size_t> refused;
   auto& b = *batch_;
   for (std::size_t at = 0; at < keys.size();) {
@@ -212,6 +245,7 @@ void UdpUpstream::flush() {
       break;
     }
   }
+  keys.clear();
   for (auto s : refused) refuse(s);
 }
 
@@ -229,14 +263,16 @@ void UdpUpstream::try_again_or_fail(std::uint32_t key, UpstreamStatus why) {
   if (node.empty()) return;
   --sockets_[key >> 16]->inflight;
   Pending& p = node.mapped();
-  if (p.tries < 2 && place(p, (p.server + 1) % servers_)) return;
+  if (p.tries < 2 && place(node, (p.server + 1) % servers_)) return;
   done_(p.user, why, {});
+  give_back(std::move(node));
 }
 
 void UdpUpstream::complete(std::uint32_t key, std::span<const std::uint8_t> answer) {
   auto node = pending_.extract(key);
   --sockets_[key >> 16]->inflight;
   done_(node.mapped().user, UpstreamStatus::answer, answer);
+  give_back(std::move(node));
 }
 
 void UdpUpstream::receive(std::size_t socket, bool drained) {
@@ -299,10 +335,7 @@ void UdpUpstream::take_answer(std::size_t socket, std::span<const std::uint8_t> 
   complete(key, msg);
 }
 
-void UdpUpstream::arm_timer() {
-  // Entries whose query was answered (or moved on to its next try) are dropped from the
-  // fronts here, so that the timer waits for the oldest query still unanswered: with
-  // answers coming, it fires about once per try timeout, not once per query.
+void UdpUpstream::trim_deadlines() {
   for (auto& q : deadlines_) {
     while (!q.empty()) {
       auto it = pending_.find(q.front().key);
@@ -310,6 +343,13 @@ void UdpUpstream::arm_timer() {
       q.pop_front();
     }
   }
+}
+
+void UdpUpstream::arm_timer() {
+  // Entries whose query was answered (or moved on to its next try) are dropped from the
+  // fronts here, so that the timer waits for the oldest query still unanswered: with
+  // answers coming, it fires about once per try timeout, not once per query.
+  trim_deadlines();
   clock::time_point earliest = clock::time_point::max();
   for (auto& q : deadlines_) {
     if (!q.empty()) earliest = std::min(earliest, q.front().at);

@@ -28,7 +28,6 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -40,6 +39,7 @@
 #include <asio/ip/udp.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "ring_queue.hpp"
 #include "vibepit/runtime/config.hpp"
 
 namespace vibepit::dns {
@@ -106,11 +106,16 @@ class UdpUpstream {
   static std::uint32_t key_of(std::size_t socket, std::uint16_t id) {
     return static_cast<std::uint32_t>(socket << 16 | id);
   }
+  using Node = std::unordered_map<std::uint32_t, Pending>::node_type;
+
   // A free ID on `socket`: drawn at random (see free_id in the source).
   std::optional<std::uint16_t> free_id(std::size_t socket);
-  // Gives p a free ID on one of `server`'s sockets and queues it (moving from p); false,
-  // leaving p as it was, when none is free.
-  bool place(Pending& p, std::size_t server);
+  // Gives the node's query a free ID on one of `server`'s sockets and queues it (the node
+  // goes into pending_, leaving `node` empty); false, leaving it as it was, when none is free.
+  bool place(Node& node, std::size_t server);
+  // A node for a new query: one an ended query left (its buffer's capacity kept), or new.
+  Node take_node();
+  void give_back(Node node);
   // The query's try has ended (`why`): try the next server, or complete it with `why`.
   void try_again_or_fail(std::uint32_t key, UpstreamStatus why);
   void refuse(std::size_t socket);  // ECONNREFUSED on it: every query it holds has failed
@@ -119,6 +124,8 @@ class UdpUpstream {
   void drain(std::size_t socket);
   void take_answer(std::size_t socket, std::span<const std::uint8_t> msg);
   void arm_timer();
+  // Drops the entries at the queues' fronts whose query was answered or moved on.
+  void trim_deadlines();
   void on_timer();
   std::uint16_t random_id();
 
@@ -130,10 +137,14 @@ class UdpUpstream {
   std::vector<std::unique_ptr<Socket>> sockets_;
   std::unique_ptr<Batch> batch_;
   std::unordered_map<std::uint32_t, Pending> pending_;
-  std::vector<std::uint32_t> queued_;  // keys to send at the next flush
+  std::vector<std::uint32_t> queued_;   // keys to send at the next flush
+  std::vector<std::uint32_t> sending_;  // the keys flush() works through (capacity kept)
+  // Nodes of ended queries, for the next ones: a query costs no allocation of its own.
+  static constexpr std::size_t kSpareNodes = 128;
+  std::vector<Node> spare_nodes_;
   bool flush_posted_ = false;
   // One queue per try: every entry of a queue has the same timeout, so each is in deadline order.
-  std::deque<Deadline> deadlines_[2];
+  RingQueue<Deadline> deadlines_[2];
   asio::steady_timer timer_;
   std::chrono::steady_clock::time_point timer_at_{};  // when the armed timer fires; {} if none
   std::uint32_t next_serial_ = 0;

@@ -253,6 +253,31 @@ bool DecisionLog::Producer::pop(DecisionRecord& out) {
   return true;
 }
 
+void DecisionLog::Producer::reuse_buffers(DecisionRecord& r) {
+  const auto tail = spare_tail_.load(std::memory_order_relaxed);
+  if (tail == spare_head_.load(std::memory_order_acquire)) return;  // none back yet
+  Spare& s = spares_[tail % kSpares];
+  r.host = std::move(s.text);
+  r.host.clear();
+  r.addrs = std::move(s.addrs);
+  r.addrs.clear();
+  spare_tail_.store(tail + 1, std::memory_order_release);
+}
+
+void DecisionLog::Producer::give_back(DecisionRecord& r) {
+  // Only buffers worth keeping: on the heap (a short string's is inline), and bounded.
+  const bool text =
+      r.host.capacity() > std::string().capacity() && r.host.capacity() <= kSpareTextMax;
+  const bool addrs = r.addrs.capacity() != 0 && r.addrs.capacity() <= kSpareAddrsMax;
+  if (!text && !addrs) return;
+  const auto head = spare_head_.load(std::memory_order_relaxed);
+  if (head - spare_tail_.load(std::memory_order_acquire) >= kSpares) return;  // enough back
+  Spare& s = spares_[head % kSpares];
+  if (text) s.text = std::move(r.host);
+  if (addrs) s.addrs = std::move(r.addrs);
+  spare_head_.store(head + 1, std::memory_order_release);
+}
+
 std::uint64_t DecisionLog::Producer::next_id() {
   if (id_next_ == id_end_) {
     id_next_ = owner_->take_id_block();
@@ -464,6 +489,7 @@ std::size_t DecisionLog::drain_once() {
     while (batch_ends_.size() < kBatch && p->pop(r)) {
       if (observer_) observer_(r);
       append_json_line(batch_, r);
+      p->give_back(r);
       batch_ends_.push_back(batch_.size());
       if (batch_ends_.size() % kYieldEvery == 0 && waiting() <= kPollBatch) {
         sched_yield();

@@ -12,6 +12,7 @@ FoldingLog::FoldingLog(asio::io_context& io, DecisionLog::Producer& producer,
 
 void FoldingLog::write(DecisionRecord&& rec, const policy::IpAddr& client, clock::time_point now) {
   if (rec.verdict == policy::Verdict::deny && !rec.close && !folder_.admit(rec, client, now)) {
+    keep_buffers(rec);
     arm();
     return;
   }
@@ -20,7 +21,32 @@ void FoldingLog::write(DecisionRecord&& rec, const policy::IpAddr& client, clock
 
 void FoldingLog::fold(DecisionRecord&& rec, const policy::IpAddr& client, clock::time_point now) {
   folder_.fold(rec, client, now);
+  keep_buffers(rec);
   arm();
+}
+
+void FoldingLog::keep_buffers(DecisionRecord& rec) {
+  // The first folded record of an interval is kept whole (its summary); the others are
+  // dropped here, and their buffers serve the next record on this thread.
+  if (rec.host.capacity() <= DecisionLog::Producer::kSpareTextMax &&
+      rec.host.capacity() > kept_host_.capacity()) {
+    kept_host_ = std::move(rec.host);
+  }
+  if (rec.addrs.capacity() <= DecisionLog::Producer::kSpareAddrsMax &&
+      rec.addrs.capacity() > kept_addrs_.capacity()) {
+    kept_addrs_ = std::move(rec.addrs);
+  }
+}
+
+void FoldingLog::reuse_buffers(DecisionRecord& rec) {
+  if (kept_host_.capacity() <= std::string().capacity() && kept_addrs_.capacity() == 0) {
+    producer_.reuse_buffers(rec);
+    return;
+  }
+  rec.host.swap(kept_host_);  // rec is new: it hands back nothing
+  rec.host.clear();
+  rec.addrs.swap(kept_addrs_);
+  rec.addrs.clear();
 }
 
 void FoldingLog::flush() {

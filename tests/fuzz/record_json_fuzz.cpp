@@ -95,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check_string(j, flags & 1 ? "qname" : "host", r.host);
   check_string(j, "rule", r.rule);
   if (!r.range.empty()) check_string(j, "range", r.range);
-  if (!r.detail.empty()) check_string(j, "detail", r.detail);
+  if (!r.detail.empty()) check_string(j, "detail", std::string(r.detail.view()));
   if (!(flags & 1)) {
     check_string(j, "method", r.method);
     check_string(j, "addr", r.addr);

@@ -23,66 +23,16 @@
 #include <string>
 #include <thread>
 
+#include "../counting_new.hpp"
 #include "vibepit/proxy/session.hpp"
 #include "vibepit/proxy/worker.hpp"
 #include "vibepit/runtime/endpoint.hpp"
 
-namespace {
-
-thread_local bool t_counting = false;
-std::atomic<long> g_allocations{0};
-
-void* counted(std::size_t n, std::size_t align) {
-  if (t_counting) g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (n == 0) n = 1;
-  void* p = align > alignof(std::max_align_t)
-                ? std::aligned_alloc(align, (n + align - 1) / align * align)
-                : std::malloc(n);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-
-}  // namespace
-
-void* operator new(std::size_t n) {
-  return counted(n, 0);
-}
-void* operator new[](std::size_t n) {
-  return counted(n, 0);
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-  return counted(n, static_cast<std::size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a) {
-  return counted(n, static_cast<std::size_t>(a));
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-
 namespace vibepit::proxy {
 namespace {
+
+using testing::g_allocations;
+using testing::t_counting;
 
 using asio::ip::tcp;
 using Local = asio::local::stream_protocol::socket;

@@ -236,7 +236,7 @@ TEST_F(OpenUpstream, FailedDialsStayAllowedAndSayWhatWasTried) {
   EXPECT_EQ(r.outcome.error, ProxyError::connection_refused);
   EXPECT_EQ(r.rec.verdict, Verdict::allow);  // the rules allowed it; the far end did not
   EXPECT_EQ(r.rec.addr, "203.0.113.9");
-  EXPECT_EQ(r.rec.detail.rfind("connect failed: ", 0), 0u) << r.rec.detail;
+  EXPECT_EQ(r.rec.detail.view().rfind("connect failed: ", 0), 0u) << r.rec.detail;
   EXPECT_EQ(r.rec.status, 502);
   EXPECT_NE(r.outcome.text.find("could not connect to a.test:443"), std::string::npos);
   EXPECT_NE(r.outcome.text.find("(tried 2 addresses)"), std::string::npos) << r.outcome.text;

@@ -478,7 +478,7 @@ TEST(DecisionLog, TheRingsMemoryDoesNotFollowTheLengthOfItsLines) {
   auto record = [](std::size_t line_size) {
     auto r = sample();
     r.detail = "x";
-    r.detail.resize(r.detail.size() + line_size - to_json_line(r).size(), 'x');
+    r.detail = std::string(1 + line_size - to_json_line(r).size(), 'x');
     return r;
   };
   std::uint64_t pushed = 0;

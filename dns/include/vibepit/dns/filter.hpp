@@ -38,7 +38,7 @@ struct QueryVerdict {
   QueryAction action = QueryAction::deny;
   policy::Reason reason = policy::Reason::not_allowlisted;
   std::string_view rule;    // the allow-dns rule that matched (snapshot's text)
-  std::string_view detail;  // a short human phrase, static storage
+  const char* detail = "";  // a short human phrase: a literal, borrowed by the record
   bool would_deny = false;  // audit mode: forwarded although no rule matched
 };
 

@@ -10,7 +10,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <ostream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -19,6 +21,30 @@
 #include "vibepit/runtime/line_ring.hpp"
 
 namespace vibepit::runtime {
+
+// A record's free text: a string literal, borrowed (so a denial's standard explanation
+// costs its I/O thread no allocation), or text of its own. Assigning text owns it;
+// set_literal() borrows.
+class RecordText {
+ public:
+  RecordText() = default;
+  RecordText(std::string s) : own_(std::move(s)) {}  // NOLINT: implicit, as std::string's
+  RecordText(const char* s) : own_(s) {}             // NOLINT: copied, not borrowed
+  // `s` must have static storage: a literal.
+  void set_literal(const char* s) {
+    own_.clear();
+    lit_ = s;
+  }
+  std::string_view view() const { return lit_ ? std::string_view(lit_) : std::string_view(own_); }
+  operator std::string_view() const { return view(); }  // NOLINT: reads as a string
+  bool empty() const { return view().empty(); }
+  friend bool operator==(const RecordText& a, std::string_view b) { return a.view() == b; }
+  friend std::ostream& operator<<(std::ostream& os, const RecordText& t) { return os << t.view(); }
+
+ private:
+  std::string own_;
+  const char* lit_ = nullptr;
+};
 
 struct DecisionRecord {
   std::uint64_t id = 0;
@@ -35,7 +61,7 @@ struct DecisionRecord {
   std::string rule;
   std::string range;         // the blocked range, for blocked_address
   std::string addr;          // the address dialled
-  std::string detail;        // a short human explanation
+  RecordText detail;         // a short human explanation
   std::uint16_t status = 0;  // HTTP status sent to the client
   std::uint64_t gen = 0;
   policy::Mode mode = policy::Mode::enforce;  // the snapshot's mode at decision time
@@ -83,14 +109,33 @@ class DecisionLog {
     void push(DecisionRecord&& r);
     std::uint64_t next_id();  // unique across producers
     std::uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+    // Gives a new record's `host` and `addrs` the buffers of a record the writer has
+    // finished with, when one is back (empty, their capacity kept): filling them then costs
+    // the producer's thread no allocation, and the writer's thread frees nothing. Without
+    // this, a host name past std::string's 15 inline characters (most real ones) and any
+    // answer's address list cost an allocation on the I/O thread and a free on the writer's.
+    void reuse_buffers(DecisionRecord& r);
+
+    // Buffers kept for reuse, at most, and the largest kept.
+    static constexpr std::size_t kSpares = 64;
+    static constexpr std::size_t kSpareTextMax = 256;  // a QNAME's 253 characters fit
+    static constexpr std::size_t kSpareAddrsMax = 16;
 
    private:
     friend class DecisionLog;
-    bool pop(DecisionRecord& out);  // writer thread only
+    bool pop(DecisionRecord& out);      // writer thread only
+    void give_back(DecisionRecord& r);  // writer thread only: r is formatted, its buffers free
+    struct Spare {
+      std::string text;
+      std::vector<policy::IpAddr> addrs;
+    };
     std::vector<DecisionRecord> slots_;
     std::size_t mask_;
-    alignas(64) std::atomic<std::size_t> head_{0};  // written by the producer
-    alignas(64) std::atomic<std::size_t> tail_{0};  // written by the writer thread
+    std::vector<Spare> spares_ = std::vector<Spare>(kSpares);  // a queue the other way
+    alignas(64) std::atomic<std::size_t> head_{0};             // written by the producer
+    alignas(64) std::atomic<std::size_t> tail_{0};             // written by the writer thread
+    alignas(64) std::atomic<std::size_t> spare_head_{0};       // written by the writer thread
+    alignas(64) std::atomic<std::size_t> spare_tail_{0};       // written by the producer
     alignas(64) std::atomic<std::uint64_t> dropped_{0};
     std::uint64_t id_next_ = 0, id_end_ = 0;
     DecisionLog* owner_ = nullptr;

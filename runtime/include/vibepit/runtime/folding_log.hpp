@@ -4,6 +4,8 @@
 // thread's loop writes the folded clients' summaries when their interval ends. The proxy and
 // the DNS server each keep one per thread. Use from that thread only.
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
@@ -24,6 +26,9 @@ class FoldingLog {
   FoldingLog& operator=(const FoldingLog&) = delete;
 
   std::uint64_t next_id() { return producer_.next_id(); }
+  // A new record's host and address buffers: those of the last record folded here, or of
+  // records already written (Producer::reuse_buffers). Either way, no allocation.
+  void reuse_buffers(DecisionRecord& rec);
   // Written, unless it is a denial (not a close record) past its client's budget: folded.
   void write(DecisionRecord&& rec, const policy::IpAddr& client, clock::time_point now);
   // Folded whatever the budget: over-limit traffic.
@@ -34,11 +39,14 @@ class FoldingLog {
 
  private:
   void arm();  // summaries are pending: write them when their interval ends
+  void keep_buffers(DecisionRecord& rec);  // a folded record's, for reuse_buffers()
 
   DecisionLog::Producer& producer_;
   RecordFolder folder_;
   asio::steady_timer timer_;
   bool armed_ = false;
+  std::string kept_host_;
+  std::vector<policy::IpAddr> kept_addrs_;
 };
 
 }  // namespace vibepit::runtime

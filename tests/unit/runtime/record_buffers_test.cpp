@@ -1,0 +1,103 @@
+// What a record costs its I/O thread: its standard explanations are borrowed literals, and
+// the buffers of its host and addresses come back from the log's writer once it has
+// formatted a record (DecisionLog::Producer::reuse_buffers), within bounds.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "vibepit/runtime/decision_log.hpp"
+
+namespace vibepit::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+
+void wait_written(const DecisionLog& log, std::uint64_t n) {
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (log.written() < n && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(log.written(), n);
+}
+
+DecisionRecord dns_record(std::string host, std::size_t addrs) {
+  DecisionRecord r;
+  r.src = "dns";
+  r.host = std::move(host);
+  for (std::size_t i = 0; i < addrs; ++i) r.addrs.push_back(*policy::IpAddr::parse("203.0.113.7"));
+  return r;
+}
+
+constexpr std::size_t kInline = std::string().capacity();
+
+TEST(RecordText, ALiteralIsBorrowedAndOwnTextIsCopied) {
+  static constexpr const char* kWhy = "name not in allow-dns";
+  RecordText t;
+  EXPECT_TRUE(t.empty());
+  t.set_literal(kWhy);
+  EXPECT_EQ(t.view().data(), kWhy) << "borrowed, not copied";
+  EXPECT_EQ(t, "name not in allow-dns");
+  std::string mine = "upstream: timeout";
+  t = mine;
+  EXPECT_NE(t.view().data(), mine.data()) << "own text is a copy";
+  EXPECT_EQ(t, "upstream: timeout") << "and it replaces the literal";
+  RecordText moved = std::move(t);
+  EXPECT_EQ(moved, "upstream: timeout");
+  t.set_literal("");
+  EXPECT_TRUE(t.empty());
+}
+
+TEST(RecordText, ALiteralDetailIsWrittenAsText) {
+  auto r = dns_record("d1.denied.test", 0);
+  r.detail.set_literal("name not in allow-dns");
+  EXPECT_NE(to_json_line(r).find(R"("detail":"name not in allow-dns")"), std::string::npos);
+  r.detail.set_literal("");
+  EXPECT_EQ(to_json_line(r).find("detail"), std::string::npos) << "an empty one is left out";
+}
+
+TEST(RecordBuffers, TheWritersBuffersComeBackEmptyWithTheirCapacity) {
+  DecisionLog log("", 100);
+  auto& p = log.make_producer(64);
+  log.start();
+  const std::string name(40, 'a');
+  for (int i = 0; i < 10; ++i) p.push(dns_record(name, 3));
+  wait_written(log, 10);
+  log.stop();  // the writer has given back what it formatted
+  for (int i = 0; i < 10; ++i) {
+    DecisionRecord r;
+    p.reuse_buffers(r);
+    EXPECT_TRUE(r.host.empty());
+    EXPECT_GE(r.host.capacity(), name.size()) << "record " << i;
+    EXPECT_TRUE(r.addrs.empty());
+    EXPECT_GE(r.addrs.capacity(), 3u) << "record " << i;
+  }
+  DecisionRecord none;
+  p.reuse_buffers(none);
+  EXPECT_EQ(none.host.capacity(), kInline) << "ten given back, ten taken";
+  EXPECT_EQ(none.addrs.capacity(), 0u);
+}
+
+TEST(RecordBuffers, AtMostSoManyAreKeptAndNoneTooLargeOrInline) {
+  DecisionLog log("", 1000);
+  auto& p = log.make_producer(1024);
+  log.start();
+  const std::size_t n = DecisionLog::Producer::kSpares + 36;
+  for (std::size_t i = 0; i < n; ++i) p.push(dns_record(std::string(40, 'a'), 0));
+  p.push(dns_record(std::string(DecisionLog::Producer::kSpareTextMax + 1, 'b'), 0));
+  p.push(dns_record("short.test", 0));  // inline: nothing to give back
+  wait_written(log, n + 2);
+  log.stop();
+  std::size_t reused = 0;
+  for (std::size_t i = 0; i < n + 2; ++i) {
+    DecisionRecord r;
+    p.reuse_buffers(r);
+    EXPECT_LE(r.host.capacity(), DecisionLog::Producer::kSpareTextMax);
+    if (r.host.capacity() > kInline) ++reused;
+  }
+  EXPECT_EQ(reused, DecisionLog::Producer::kSpares);
+}
+
+}  // namespace
+}  // namespace vibepit::runtime
