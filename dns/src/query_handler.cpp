@@ -26,14 +26,7 @@ std::size_t longest_label(std::string_view name) {
 
 bool RateLimiter::allow(const asio::ip::address& client, clock::time_point now) {
   if (qps_ == 0) return true;
-  std::string key;
-  if (client.is_v4()) {
-    auto b = client.to_v4().to_bytes();
-    key.assign(reinterpret_cast<const char*>(b.data()), b.size());
-  } else {
-    auto b = client.to_v6().to_bytes();
-    key.assign(reinterpret_cast<const char*>(b.data()), b.size());
-  }
+  const policy::IpAddr key = runtime::to_ip_addr(client);
   auto it = buckets_.find(key);
   if (it == buckets_.end()) {
     if (buckets_.size() >= kMaxClients) {
@@ -43,7 +36,7 @@ bool RateLimiter::allow(const asio::ip::address& client, clock::time_point now) 
       std::erase_if(buckets_, [&](const auto& kv) { return now - kv.second.last() > refill; });
       if (buckets_.size() >= kMaxClients) buckets_.clear();
     }
-    it = buckets_.emplace(std::move(key), runtime::TokenBucket(burst_, now)).first;
+    it = buckets_.emplace(key, runtime::TokenBucket(burst_, now)).first;
   }
   return it->second.take(qps_, burst_, now);
 }

@@ -62,7 +62,9 @@ class RateLimiter {
  private:
   static constexpr std::size_t kMaxClients = 65'536;
   std::uint32_t qps_, burst_;
-  std::unordered_map<std::string, runtime::TokenBucket> buckets_;  // key: the address bytes
+  // Keyed by address, not by its bytes as text: an IPv6 client's 16 would not fit a
+  // std::string's inline 15, and cost an allocation a query.
+  std::unordered_map<policy::IpAddr, runtime::TokenBucket, policy::IpAddrHash> buckets_;
 };
 
 class QueryHandler {

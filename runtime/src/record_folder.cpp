@@ -5,11 +5,6 @@
 
 namespace vibepit::runtime {
 
-std::size_t RecordFolder::IpHash::operator()(const policy::IpAddr& a) const {
-  return std::hash<std::string_view>{}(
-      std::string_view(reinterpret_cast<const char*>(a.bytes.data()), a.bytes.size()));
-}
-
 RecordFolder::RecordFolder(std::uint32_t per_client, Emit emit)
     : per_client_(per_client), emit_(std::move(emit)) {}
 

@@ -114,6 +114,8 @@ struct Recorder final : Replier {
 
 class DnsAllocation : public ::testing::Test {
  protected:
+  // The configuration's defaults but for the upstream and the folding budget: the
+  // per-client rate limit (1 000 queries/s, a burst of 2 000) is on, as in production.
   void start(std::uint32_t per_client) {
     g_allocations = 0;  // counted per test
     cfg = runtime::parse_config(
@@ -192,7 +194,7 @@ class DnsAllocation : public ::testing::Test {
   SharedCache cache{CacheLimits{}};
   Recorder sent;
   std::unique_ptr<QueryHandler> handler;
-  const asio::ip::address client = asio::ip::make_address("172.18.0.3");
+  asio::ip::address client = asio::ip::make_address("172.18.0.3");
 };
 
 // Names past std::string's 15 inline characters, as real ones are.
@@ -230,19 +232,22 @@ TEST_F(DnsAllocation, ADeniedQueryFoldedPastTheBudgetAllocatesNothing) {
       << "allocations on the I/O thread in " << kCounted << " denied queries, each folded";
 }
 
+// www.cached.test A 203.0.113.7, TTL 300, in the cache.
+void plant(SharedCache& cache) {
+  test::QuerySpec spec{.name = "www.cached.test"};
+  auto pkt = test::make_query(spec);
+  Query q;
+  ASSERT_EQ(parse_query(pkt, q), WireError::none);
+  auto up = test::response_to(spec, 1, 0, 0);
+  up.rr_at(12, qtype::A, 300, test::addr_rdata("203.0.113.7"));
+  ResponseInfo info;
+  ASSERT_EQ(parse_response(up.b, q, info), WireError::none);
+  cache.insert(q, up.b, info, Cache::clock::now());
+}
+
 TEST_F(DnsAllocation, ACachedAnswerAllocatesNothing) {
   start(0);
-  {  // www.cached.test A 203.0.113.7, TTL 300
-    test::QuerySpec spec{.name = "www.cached.test"};
-    auto pkt = test::make_query(spec);
-    Query q;
-    ASSERT_EQ(parse_query(pkt, q), WireError::none);
-    auto up = test::response_to(spec, 1, 0, 0);
-    up.rr_at(12, qtype::A, 300, test::addr_rdata("203.0.113.7"));
-    ResponseInfo info;
-    ASSERT_EQ(parse_response(up.b, q, info), WireError::none);
-    cache.insert(q, up.b, info, Cache::clock::now());
-  }
+  plant(cache);
   const auto pkts = queries(std::vector<std::string>(kWarm + kCounted, "www.cached.test"));
   ask_in_turn(pkts, true);
   EXPECT_EQ(sent.replies, kWarm + kCounted);
@@ -274,6 +279,20 @@ TEST_F(DnsAllocation, ACacheMissAnsweredUpstreamAllocatesNothing) {
   EXPECT_EQ(sent.last_rcode, 0);
   EXPECT_EQ(g_allocations.load(), 0)
       << "allocations on the I/O thread in " << kCounted << " cache misses answered upstream";
+}
+
+// The per-client rate limit keys its buckets by address: an IPv6 client's 16 bytes used to
+// be a std::string key, one allocation a query.
+TEST_F(DnsAllocation, AnIpv6ClientsQueryAllocatesNothing) {
+  client = asio::ip::make_address("2001:db8:18::3");
+  start(0);
+  plant(cache);
+  const auto pkts = queries(std::vector<std::string>(kWarm + kCounted, "www.cached.test"));
+  ask_in_turn(pkts, true);
+  EXPECT_EQ(sent.replies, kWarm + kCounted);
+  EXPECT_EQ(sent.last_rcode, 0);
+  EXPECT_EQ(g_allocations.load(), 0)
+      << "allocations on the I/O thread in " << kCounted << " cache hits for an IPv6 client";
 }
 
 }  // namespace

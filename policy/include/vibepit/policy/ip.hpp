@@ -30,6 +30,14 @@ struct IpAddr {
   friend bool operator==(const IpAddr&, const IpAddr&) = default;
 };
 
+// For maps keyed by address (the per-client state of rate limits and folded records).
+struct IpAddrHash {
+  std::size_t operator()(const IpAddr& a) const noexcept {
+    return std::hash<std::string_view>{}(
+        std::string_view(reinterpret_cast<const char*>(a.bytes.data()), a.bytes.size()));
+  }
+};
+
 // A CIDR range such as "10.0.0.0/8" or "fc00::/7".
 struct Cidr {
   IpAddr base;  // host bits are zero

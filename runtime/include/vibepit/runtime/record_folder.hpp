@@ -46,16 +46,13 @@ class RecordFolder {
     std::uint64_t folded = 0;  // records counted instead
     DecisionRecord first;      // the first folded record, which the summary carries
   };
-  struct IpHash {
-    std::size_t operator()(const policy::IpAddr& a) const;
-  };
   Entry& entry(const policy::IpAddr& client, clock::time_point now);
   void fold_into(Entry& e, DecisionRecord& rec);
 
   std::uint32_t per_client_;
   Emit emit_;
   clock::time_point interval_start_{};
-  std::unordered_map<policy::IpAddr, Entry, IpHash> clients_;
+  std::unordered_map<policy::IpAddr, Entry, policy::IpAddrHash> clients_;
   std::size_t folded_clients_ = 0;  // entries with folded > 0
 };
 
