@@ -280,9 +280,9 @@ std::unique_ptr<QueryHandler::Forward> QueryHandler::take_forward() {
 }
 
 void QueryHandler::give_back(std::unique_ptr<Forward> f) {
-  // What it holds for its query goes now: a TCP client's connection above all.
+  // A TCP client's connection goes now. The record needs no reset: every path has moved
+  // it into the log, and the next query's record is moved over it.
   f->to = ReplyTo{};
-  f->rec = runtime::DecisionRecord{};
   if (spare_forwards_.size() < kSpareForwards && f->pkt.capacity() <= kSparePacketMax) {
     spare_forwards_.push_back(std::move(f));
   }
