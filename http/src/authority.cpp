@@ -75,7 +75,7 @@ std::optional<TargetError> parse_host(std::string_view host, Authority& a) {
     default:
       return err("invalid host: " + policy::describe(problem));
   }
-  a.host = policy::normalize_name(host);
+  policy::normalize_name(host, a.host);
   return std::nullopt;
 }
 
@@ -91,14 +91,16 @@ std::string Authority::display() const {
   return policy::join_host_port(host, port);  // only IPv6 text holds ':'
 }
 
-std::variant<Authority, TargetError> parse_authority(std::string_view text,
-                                                     std::optional<std::uint16_t> default_port) {
+std::optional<TargetError> parse_authority(std::string_view text,
+                                           std::optional<std::uint16_t> default_port,
+                                           Authority& a) {
+  a.ip.reset();
+  a.port = 0;
   if (text.empty()) return err("empty authority");
   for (char c : text) {
     if (c == '@') return err("userinfo not allowed");
     if (c == '%') return err("percent-encoding not allowed in authority");
   }
-  Authority a;
   std::string_view port_text;
   bool has_port = false;
   if (text.front() == '[') {
@@ -132,33 +134,46 @@ std::variant<Authority, TargetError> parse_authority(std::string_view text,
   } else {
     return err("missing port");
   }
+  return std::nullopt;
+}
+
+std::variant<Authority, TargetError> parse_authority(std::string_view text,
+                                                     std::optional<std::uint16_t> default_port) {
+  Authority a;
+  if (auto e = parse_authority(text, default_port, a)) return std::move(*e);
   return a;
 }
 
-std::variant<Target, TargetError> parse_target(std::string_view method, std::string_view target) {
+std::optional<TargetError> parse_target(std::string_view method, std::string_view target,
+                                        Target& t) {
+  // Every field is set anew (the strings keep their capacity): nothing of the last
+  // request's target survives into this one's.
+  t.form = TargetForm::origin;
+  t.scheme.clear();
+  t.path.clear();
+  t.authority.host.clear();
+  t.authority.ip.reset();
+  t.authority.port = 0;
   if (target.empty()) return err("empty request target");
   for (char c : target) {
     const auto u = static_cast<unsigned char>(c);
     if (u <= ' ' || u >= 0x7f) return err("invalid character in request target");
   }
-  Target t;
   if (method == "CONNECT") {
-    auto a = parse_authority(target, std::nullopt);
-    if (auto* e = std::get_if<TargetError>(&a)) return std::move(*e);
+    if (auto e = parse_authority(target, std::nullopt, t.authority)) return e;
     t.form = TargetForm::authority;
-    t.authority = std::move(std::get<Authority>(a));
-    return t;
+    return std::nullopt;
   }
   if (target == "*") {
     if (method != "OPTIONS") return err("asterisk-form is only valid with OPTIONS");
     t.form = TargetForm::asterisk;
-    return t;
+    return std::nullopt;
   }
   if (target.find('#') != std::string_view::npos) return err("fragment not allowed in target");
   if (target.front() == '/') {
     t.form = TargetForm::origin;
-    t.path = std::string(target);
-    return t;
+    t.path.assign(target);
+    return std::nullopt;
   }
   // absolute-form: scheme "://" authority path-abempty [ "?" query ]
   std::size_t i = 0;
@@ -168,24 +183,28 @@ std::variant<Target, TargetError> parse_target(std::string_view method, std::str
     ++i;
   }
   if (target.substr(i, 3) != "://") return err("invalid request target");
-  t.form = TargetForm::absolute;
   t.scheme.resize(i);
   for (std::size_t k = 0; k < i; ++k) t.scheme[k] = lower(target[k]);
   const std::string_view rest = target.substr(i + 3);
   const std::size_t end = rest.find_first_of("/?");
   const std::string_view auth = rest.substr(0, end);
   if (auth.empty()) return err("empty host");
-  auto a = parse_authority(auth, scheme_default_port(t.scheme));
-  if (auto* e = std::get_if<TargetError>(&a)) return std::move(*e);
-  t.authority = std::move(std::get<Authority>(a));
+  if (auto e = parse_authority(auth, scheme_default_port(t.scheme), t.authority)) return e;
+  t.form = TargetForm::absolute;
   if (end == std::string_view::npos) {
-    t.path = "/";
+    t.path.assign("/");
   } else if (rest[end] == '?') {
-    t.path = "/";
+    t.path.assign("/");
     t.path += rest.substr(end);
   } else {
-    t.path = std::string(rest.substr(end));
+    t.path.assign(rest.substr(end));
   }
+  return std::nullopt;
+}
+
+std::variant<Target, TargetError> parse_target(std::string_view method, std::string_view target) {
+  Target t;
+  if (auto e = parse_target(method, target, t)) return std::move(*e);
   return t;
 }
 

@@ -114,12 +114,17 @@ std::optional<std::string_view> matchable_name(std::string_view host, std::strin
 }
 
 std::string normalize_name(std::string_view name) {
+  std::string out;
+  normalize_name(name, out);
+  return out;
+}
+
+void normalize_name(std::string_view name, std::string& out) {
   if (!name.empty() && name.back() == '.') name.remove_suffix(1);
-  std::string out(name);
+  out.assign(name);
   for (char& c : out) {
     if (is_ascii_upper(c)) c = static_cast<char>(c - 'A' + 'a');
   }
-  return out;
 }
 
 }  // namespace vibepit::policy

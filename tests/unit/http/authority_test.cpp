@@ -1,6 +1,9 @@
 // Authorities and request targets: one row per case, with the reason in a comment.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include <string>
 
 #include "vibepit/http/authority.hpp"
@@ -180,54 +183,55 @@ constexpr auto kAbs = TargetForm::absolute;
 constexpr auto kOrig = TargetForm::origin;
 constexpr auto kStar = TargetForm::asterisk;
 
+const TargetCase kTargetCases[] = {
+    // CONNECT needs authority-form with a port
+    {"CONNECT", "example.com:443", true, kAuth, "", "example.com", 443, "", ""},
+    {"CONNECT", "[2001:db8::1]:443", true, kAuth, "", "2001:db8::1", 443, "", ""},
+    {"CONNECT", "example.com", false, kAuth, "", "", 0, "", "missing port"},
+    {"CONNECT", "http://example.com/", false, kAuth, "", "", 0, "", "invalid port"},
+    {"CONNECT", "/", false, kAuth, "", "", 0, "", "invalid character in host"},
+    {"CONNECT", "127.1:443", false, kAuth, "", "", 0, "", "non-canonical IPv4 address"},
+    // absolute form, http default port
+    {"GET", "http://example.com/a/b?c=d", true, kAbs, "http", "example.com", 80, "/a/b?c=d", ""},
+    // https default port, scheme lower-cased
+    {"GET", "HTTPS://Example.com", true, kAbs, "https", "example.com", 443, "/", ""},
+    // explicit port
+    {"POST", "http://example.com:8080/x", true, kAbs, "http", "example.com", 8080, "/x", ""},
+    // query without a path
+    {"GET", "http://example.com?q=1", true, kAbs, "http", "example.com", 80, "/?q=1", ""},
+    // IPv6 literal
+    {"GET", "http://[::1]:8080/", true, kAbs, "http", "::1", 8080, "/", ""},
+    // other schemes parse; the caller decides whether to refuse them
+    {"GET", "ftp://example.com:21/f", true, kAbs, "ftp", "example.com", 21, "/f", ""},
+    {"GET", "ws+x.y-z://example.com:1", true, kAbs, "ws+x.y-z", "example.com", 1, "/", ""},
+    // an unknown scheme has no default port
+    {"GET", "ftp://example.com/f", false, kAbs, "", "", 0, "", "missing port"},
+    // userinfo in an absolute URI
+    {"GET", "http://user@example.com/", false, kAbs, "", "", 0, "", "userinfo not allowed"},
+    // a fragment is never sent by a client
+    {"GET", "http://example.com/#frag", false, kAbs, "", "", 0, "",
+     "fragment not allowed in target"},
+    {"GET", "/a#b", false, kOrig, "", "", 0, "", "fragment not allowed in target"},
+    // empty authority
+    {"GET", "http:///x", false, kAbs, "", "", 0, "", "empty host"},
+    // not a URI at all
+    {"GET", "example.com:80", false, kAbs, "", "", 0, "", "invalid request target"},
+    {"GET", "http:/x", false, kAbs, "", "", 0, "", "invalid request target"},
+    {"GET", "1http://x/", false, kAbs, "", "", 0, "", "invalid request target"},
+    {"GET", "", false, kAbs, "", "", 0, "", "empty request target"},
+    {"GET", "/a b", false, kOrig, "", "", 0, "", "invalid character in request target"},
+    // numeric host in absolute form
+    {"GET", "http://2130706433/", false, kAbs, "", "", 0, "", "non-canonical IPv4 address"},
+    // origin form keeps the path and query as sent
+    {"GET", "/index.html?x=1", true, kOrig, "", "", 0, "/index.html?x=1", ""},
+    {"GET", "//double", true, kOrig, "", "", 0, "//double", ""},
+    // asterisk form only with OPTIONS
+    {"OPTIONS", "*", true, kStar, "", "", 0, "", ""},
+    {"GET", "*", false, kStar, "", "", 0, "", "asterisk-form is only valid with OPTIONS"},
+};
+
 TEST(Target, Table) {
-  const TargetCase cases[] = {
-      // CONNECT needs authority-form with a port
-      {"CONNECT", "example.com:443", true, kAuth, "", "example.com", 443, "", ""},
-      {"CONNECT", "[2001:db8::1]:443", true, kAuth, "", "2001:db8::1", 443, "", ""},
-      {"CONNECT", "example.com", false, kAuth, "", "", 0, "", "missing port"},
-      {"CONNECT", "http://example.com/", false, kAuth, "", "", 0, "", "invalid port"},
-      {"CONNECT", "/", false, kAuth, "", "", 0, "", "invalid character in host"},
-      {"CONNECT", "127.1:443", false, kAuth, "", "", 0, "", "non-canonical IPv4 address"},
-      // absolute form, http default port
-      {"GET", "http://example.com/a/b?c=d", true, kAbs, "http", "example.com", 80, "/a/b?c=d", ""},
-      // https default port, scheme lower-cased
-      {"GET", "HTTPS://Example.com", true, kAbs, "https", "example.com", 443, "/", ""},
-      // explicit port
-      {"POST", "http://example.com:8080/x", true, kAbs, "http", "example.com", 8080, "/x", ""},
-      // query without a path
-      {"GET", "http://example.com?q=1", true, kAbs, "http", "example.com", 80, "/?q=1", ""},
-      // IPv6 literal
-      {"GET", "http://[::1]:8080/", true, kAbs, "http", "::1", 8080, "/", ""},
-      // other schemes parse; the caller decides whether to refuse them
-      {"GET", "ftp://example.com:21/f", true, kAbs, "ftp", "example.com", 21, "/f", ""},
-      {"GET", "ws+x.y-z://example.com:1", true, kAbs, "ws+x.y-z", "example.com", 1, "/", ""},
-      // an unknown scheme has no default port
-      {"GET", "ftp://example.com/f", false, kAbs, "", "", 0, "", "missing port"},
-      // userinfo in an absolute URI
-      {"GET", "http://user@example.com/", false, kAbs, "", "", 0, "", "userinfo not allowed"},
-      // a fragment is never sent by a client
-      {"GET", "http://example.com/#frag", false, kAbs, "", "", 0, "",
-       "fragment not allowed in target"},
-      {"GET", "/a#b", false, kOrig, "", "", 0, "", "fragment not allowed in target"},
-      // empty authority
-      {"GET", "http:///x", false, kAbs, "", "", 0, "", "empty host"},
-      // not a URI at all
-      {"GET", "example.com:80", false, kAbs, "", "", 0, "", "invalid request target"},
-      {"GET", "http:/x", false, kAbs, "", "", 0, "", "invalid request target"},
-      {"GET", "1http://x/", false, kAbs, "", "", 0, "", "invalid request target"},
-      {"GET", "", false, kAbs, "", "", 0, "", "empty request target"},
-      {"GET", "/a b", false, kOrig, "", "", 0, "", "invalid character in request target"},
-      // numeric host in absolute form
-      {"GET", "http://2130706433/", false, kAbs, "", "", 0, "", "non-canonical IPv4 address"},
-      // origin form keeps the path and query as sent
-      {"GET", "/index.html?x=1", true, kOrig, "", "", 0, "/index.html?x=1", ""},
-      {"GET", "//double", true, kOrig, "", "", 0, "//double", ""},
-      // asterisk form only with OPTIONS
-      {"OPTIONS", "*", true, kStar, "", "", 0, "", ""},
-      {"GET", "*", false, kStar, "", "", 0, "", "asterisk-form is only valid with OPTIONS"},
-  };
-  for (const auto& c : cases) {
+  for (const auto& c : kTargetCases) {
     const auto r = parse_target(c.method, c.target);
     if (!c.ok) {
       const auto* e = std::get_if<TargetError>(&r);
@@ -243,6 +247,59 @@ TEST(Target, Table) {
     EXPECT_EQ(t->authority.port, c.port) << c.target;
     EXPECT_EQ(t->path, c.path) << c.target;
   }
+}
+
+// A connection parses every request's target into one Target. Each parse must give what a
+// fresh one gives, whatever the last left behind (an IPv6 literal's address, a scheme, a
+// path), in either order through the table.
+TEST(Target, OneReusedTargetGivesWhatAFreshOneGives) {
+  std::vector<const TargetCase*> order;
+  for (const auto& c : kTargetCases) order.push_back(&c);
+  for (int pass = 0; pass < 2; ++pass) {
+    Target reused;
+    for (const TargetCase* c : order) {
+      const auto fresh = parse_target(c->method, c->target);
+      const auto error = parse_target(c->method, c->target, reused);
+      ASSERT_EQ(error.has_value(), std::holds_alternative<TargetError>(fresh)) << c->target;
+      if (error) {
+        EXPECT_EQ(error->what, std::get<TargetError>(fresh).what) << c->target;
+        continue;
+      }
+      const auto& t = std::get<Target>(fresh);
+      EXPECT_EQ(reused.form, t.form) << c->target;
+      EXPECT_EQ(reused.scheme, t.scheme) << c->target;
+      EXPECT_EQ(reused.authority.host, t.authority.host) << c->target;
+      EXPECT_EQ(reused.authority.ip, t.authority.ip) << c->target;
+      EXPECT_EQ(reused.authority.port, t.authority.port) << c->target;
+      EXPECT_EQ(reused.path, t.path) << c->target;
+    }
+    std::reverse(order.begin(), order.end());
+  }
+}
+
+TEST(Target, AReusedTargetKeepsItsCapacity) {
+  Target t;
+  ASSERT_FALSE(parse_target("GET", "http://registry.packages.example.test:8080/v2/a/b?c=d", t));
+  const char* host = t.authority.host.data();
+  const char* path = t.path.data();
+  ASSERT_FALSE(parse_target("GET", "http://Registry.Packages.Example.Test:8080/v2/x", t));
+  EXPECT_EQ(t.authority.host, "registry.packages.example.test");
+  EXPECT_EQ(t.path, "/v2/x");
+  EXPECT_EQ(t.authority.host.data(), host) << "the host went into the buffer it had";
+  EXPECT_EQ(t.path.data(), path) << "and so did the path";
+}
+
+TEST(Authority, ParsedIntoOneObjectAsFreshly) {
+  Authority a;
+  ASSERT_FALSE(parse_authority("[2001:db8::1]:443", std::nullopt, a));
+  EXPECT_TRUE(a.ip.has_value());
+  ASSERT_FALSE(parse_authority("Example.COM.", std::uint16_t{80}, a));
+  EXPECT_EQ(a.host, "example.com");
+  EXPECT_FALSE(a.ip.has_value()) << "the last literal's address is gone";
+  EXPECT_EQ(a.port, 80);
+  const auto bad = parse_authority("example.com", std::nullopt, a);
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->what, "missing port");
 }
 
 }  // namespace

@@ -225,6 +225,9 @@ TEST(GrammarTest, NormalizeName) {
   EXPECT_EQ(normalize_name("Example.COM."), "example.com");
   EXPECT_EQ(normalize_name("example.com"), "example.com");
   EXPECT_EQ(normalize_name("example.com.."), "example.com.");  // only one dot
+  std::string into = "a much longer name than the next one.example";
+  normalize_name("Short.TEST.", into);
+  EXPECT_EQ(into, "short.test") << "replaced, not appended";
   EXPECT_EQ(normalize_name(""), "");
 }
 

@@ -27,6 +27,12 @@ struct TargetError {
 // dotted quad ("2130706433", "0x7f.1", "017700000001", "127.1").
 std::variant<Authority, TargetError> parse_authority(std::string_view text,
                                                      std::optional<std::uint16_t> default_port);
+// The same into `out`, whose strings keep their capacity: parsing authority after authority
+// into one object allocates only when a host outgrows the last. Every field is set anew;
+// after an error `out` holds nothing to rely on.
+std::optional<TargetError> parse_authority(std::string_view text,
+                                           std::optional<std::uint16_t> default_port,
+                                           Authority& out);
 
 enum class TargetForm { authority, absolute, origin, asterisk };
 
@@ -40,5 +46,9 @@ struct Target {
 // Classify and parse a request target. For absolute form, the authority's default port
 // follows the scheme (80 for http, 443 for https).
 std::variant<Target, TargetError> parse_target(std::string_view method, std::string_view target);
+// The same into `out`, as parse_authority's second form: a connection parses each request's
+// target into one Target, and a warm keep-alive request allocates nothing for it.
+std::optional<TargetError> parse_target(std::string_view method, std::string_view target,
+                                        Target& out);
 
 }  // namespace vibepit::http

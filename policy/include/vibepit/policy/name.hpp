@@ -37,6 +37,9 @@ bool valid_name(std::string_view name);
 
 // ASCII lower case, one trailing dot removed.
 std::string normalize_name(std::string_view name);
+// The same into `out`, replacing what it held and keeping its capacity: a caller that
+// normalises name after name into one string allocates only when a name outgrows it.
+void normalize_name(std::string_view name, std::string& out);
 
 // The form a decision matches: `host` with one trailing dot removed and in lower case
 // (copied into `storage` only when it has upper case), or nullopt when it is no valid host
