@@ -253,28 +253,61 @@ bool DecisionLog::Producer::pop(DecisionRecord& out) {
   return true;
 }
 
+namespace {
+
+bool keepable(const std::string& s) {
+  return s.capacity() > std::string().capacity() && s.capacity() <= RecordBuffers::kTextMax;
+}
+
+template <typename T>
+bool take_larger(T& from, T& held, bool keep) {
+  if (!keep || from.capacity() <= held.capacity()) return false;
+  std::swap(from, held);
+  return true;
+}
+
+template <typename T>
+void give_emptied(T& held, T& to) {
+  to = std::move(held);
+  to.clear();
+  held = T();
+}
+
+}  // namespace
+
+bool RecordBuffers::take(DecisionRecord& r) {
+  bool took = take_larger(r.host, host, keepable(r.host));
+  took |= take_larger(r.rule, rule, keepable(r.rule));
+  took |= take_larger(r.addr, addr, keepable(r.addr));
+  took |= take_larger(r.addrs, addrs, r.addrs.capacity() <= kAddrsMax);
+  return took;
+}
+
+void RecordBuffers::give(DecisionRecord& r) {
+  give_emptied(host, r.host);
+  give_emptied(rule, r.rule);
+  give_emptied(addr, r.addr);
+  give_emptied(addrs, r.addrs);
+}
+
+bool RecordBuffers::empty() const {
+  const std::size_t inline_text = std::string().capacity();
+  return host.capacity() <= inline_text && rule.capacity() <= inline_text &&
+         addr.capacity() <= inline_text && addrs.capacity() == 0;
+}
+
 void DecisionLog::Producer::reuse_buffers(DecisionRecord& r) {
   const auto tail = spare_tail_.load(std::memory_order_relaxed);
   if (tail == spare_head_.load(std::memory_order_acquire)) return;  // none back yet
-  Spare& s = spares_[tail % kSpares];
-  r.host = std::move(s.text);
-  r.host.clear();
-  r.addrs = std::move(s.addrs);
-  r.addrs.clear();
+  spares_[tail % kSpares].give(r);
   spare_tail_.store(tail + 1, std::memory_order_release);
 }
 
 void DecisionLog::Producer::give_back(DecisionRecord& r) {
-  // Only buffers worth keeping: on the heap (a short string's is inline), and bounded.
-  const bool text =
-      r.host.capacity() > std::string().capacity() && r.host.capacity() <= kSpareTextMax;
-  const bool addrs = r.addrs.capacity() != 0 && r.addrs.capacity() <= kSpareAddrsMax;
-  if (!text && !addrs) return;
   const auto head = spare_head_.load(std::memory_order_relaxed);
   if (head - spare_tail_.load(std::memory_order_acquire) >= kSpares) return;  // enough back
-  Spare& s = spares_[head % kSpares];
-  if (text) s.text = std::move(r.host);
-  if (addrs) s.addrs = std::move(r.addrs);
+  // This slot's buffers went to a record (give() leaves it empty), or it never held any.
+  if (!spares_[head % kSpares].take(r)) return;  // nothing worth keeping
   spare_head_.store(head + 1, std::memory_order_release);
 }
 

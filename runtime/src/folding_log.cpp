@@ -28,25 +28,12 @@ void FoldingLog::fold(DecisionRecord&& rec, const policy::IpAddr& client, clock:
 void FoldingLog::keep_buffers(DecisionRecord& rec) {
   // The first folded record of an interval is kept whole (its summary); the others are
   // dropped here, and their buffers serve the next record on this thread.
-  if (rec.host.capacity() <= DecisionLog::Producer::kSpareTextMax &&
-      rec.host.capacity() > kept_host_.capacity()) {
-    kept_host_ = std::move(rec.host);
-  }
-  if (rec.addrs.capacity() <= DecisionLog::Producer::kSpareAddrsMax &&
-      rec.addrs.capacity() > kept_addrs_.capacity()) {
-    kept_addrs_ = std::move(rec.addrs);
-  }
+  kept_.take(rec);
 }
 
 void FoldingLog::reuse_buffers(DecisionRecord& rec) {
-  if (kept_host_.capacity() <= std::string().capacity() && kept_addrs_.capacity() == 0) {
-    producer_.reuse_buffers(rec);
-    return;
-  }
-  rec.host.swap(kept_host_);  // rec is new: it hands back nothing
-  rec.host.clear();
-  rec.addrs.swap(kept_addrs_);
-  rec.addrs.clear();
+  if (kept_.empty()) return producer_.reuse_buffers(rec);
+  kept_.give(rec);
 }
 
 void FoldingLog::flush() {

@@ -1,6 +1,6 @@
 // What a record costs its I/O thread: its standard explanations are borrowed literals, and
-// the buffers of its host and addresses come back from the log's writer once it has
-// formatted a record (DecisionLog::Producer::reuse_buffers), within bounds.
+// the buffers of its host, rule and addresses come back from the log's writer once it has
+// formatted a record (RecordBuffers, DecisionLog::Producer::reuse_buffers), within bounds.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -97,6 +97,56 @@ TEST(RecordBuffers, AtMostSoManyAreKeptAndNoneTooLargeOrInline) {
     if (r.host.capacity() > kInline) ++reused;
   }
   EXPECT_EQ(reused, DecisionLog::Producer::kSpares);
+}
+
+DecisionRecord proxy_record(std::string host, std::string rule, std::string addr) {
+  DecisionRecord r;
+  r.host = std::move(host);
+  r.rule = std::move(rule);
+  r.addr = std::move(addr);
+  return r;
+}
+
+// A proxy record's long texts: a real host, the rule that matched it, an IPv6 upstream.
+TEST(RecordBuffers, AProxyRecordsHostRuleAndAddressComeBack) {
+  DecisionLog log("", 100);
+  auto& p = log.make_producer(64);
+  log.start();
+  const std::string host = "registry.packages.example.test";
+  const std::string rule = "*.packages.example.test:443";
+  const std::string addr = "2001:db8:85a3::8a2e:370:7334";
+  p.push(proxy_record(host, rule, addr));
+  wait_written(log, 1);
+  log.stop();
+  DecisionRecord r;
+  p.reuse_buffers(r);
+  EXPECT_TRUE(r.host.empty() && r.rule.empty() && r.addr.empty());
+  EXPECT_GE(r.host.capacity(), host.size());
+  EXPECT_GE(r.rule.capacity(), rule.size());
+  EXPECT_GE(r.addr.capacity(), addr.size());
+}
+
+TEST(RecordBuffers, TakeKeepsTheLargerAndGiveLeavesNone) {
+  RecordBuffers b;
+  EXPECT_TRUE(b.empty());
+  auto small = proxy_record(std::string(20, 'h'), "", "");
+  EXPECT_TRUE(b.take(small));
+  EXPECT_FALSE(b.empty());
+  auto large = proxy_record(std::string(100, 'h'), std::string(5, 'r'), "");
+  EXPECT_TRUE(b.take(large));
+  EXPECT_GE(b.host.capacity(), 100u) << "the larger host buffer is kept";
+  EXPECT_GE(large.host.capacity(), 20u) << "and the smaller goes to the record instead";
+  EXPECT_EQ(b.rule.capacity(), kInline) << "an inline rule has nothing to give";
+  auto smaller = proxy_record(std::string(50, 'h'), "", "");
+  EXPECT_FALSE(b.take(smaller)) << "nothing larger than what is held";
+  auto huge = proxy_record(std::string(RecordBuffers::kTextMax + 1, 'h'), "", "");
+  EXPECT_FALSE(b.take(huge)) << "nor past the bound";
+
+  DecisionRecord fresh;
+  b.give(fresh);
+  EXPECT_TRUE(fresh.host.empty());
+  EXPECT_GE(fresh.host.capacity(), 100u);
+  EXPECT_TRUE(b.empty()) << "everything held went to the record";
 }
 
 }  // namespace

@@ -99,6 +99,27 @@ struct LogRotation {
   unsigned keep = 3;
 };
 
+// The heap buffers of records that are done with (written, or folded away), kept for new
+// records: the host, rule and dialled-address text and the answer's address list. A record
+// filled from them costs its thread no allocation, and the thread that finished the old
+// one frees nothing. Only buffers worth keeping are taken: on the heap (an inline string
+// has nothing to give) and within the bounds, so a spare holds at most a few hundred bytes.
+struct RecordBuffers {
+  static constexpr std::size_t kTextMax = 256;  // a QNAME's 253 characters fit
+  static constexpr std::size_t kAddrsMax = 16;
+
+  std::string host, rule, addr;
+  std::vector<policy::IpAddr> addrs;
+
+  // Takes each of r's buffers worth keeping that is larger than the one held; the one held
+  // goes to r instead. True when any was taken.
+  bool take(DecisionRecord& r);
+  // Gives the buffers held to r, a new record (what r held goes nowhere), each emptied with
+  // its capacity kept; this holds none after.
+  void give(DecisionRecord& r);
+  bool empty() const;
+};
+
 class DecisionLog {
  public:
   // One producer per I/O thread. push() never blocks; when the queue is full the record is
@@ -109,33 +130,32 @@ class DecisionLog {
     void push(DecisionRecord&& r);
     std::uint64_t next_id();  // unique across producers
     std::uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
-    // Gives a new record's `host` and `addrs` the buffers of a record the writer has
-    // finished with, when one is back (empty, their capacity kept): filling them then costs
-    // the producer's thread no allocation, and the writer's thread frees nothing. Without
-    // this, a host name past std::string's 15 inline characters (most real ones) and any
-    // answer's address list cost an allocation on the I/O thread and a free on the writer's.
+    // Gives a new record the buffers (RecordBuffers) of a record the writer has finished
+    // with, when one is back. Without this, a host name or rule past std::string's 15
+    // inline characters (most real ones) and any answer's address list cost an allocation
+    // on the I/O thread and a free on the writer's.
     void reuse_buffers(DecisionRecord& r);
 
-    // Buffers kept for reuse, at most, and the largest kept.
-    static constexpr std::size_t kSpares = 64;
-    static constexpr std::size_t kSpareTextMax = 256;  // a QNAME's 253 characters fit
-    static constexpr std::size_t kSpareAddrsMax = 16;
+    // Records' buffers kept for reuse, at most, and the largest kept. The writer takes a
+    // thread's records every kPollMin at the most (2.5 ms), so at 100 000 records a second
+    // up to 250 are made before their predecessors' buffers come back. At most about
+    // 256 × 1 KiB is kept; with ordinary names, a few tens of KiB.
+    static constexpr std::size_t kSpares = 256;
+    static constexpr std::size_t kSpareTextMax = RecordBuffers::kTextMax;
+    static constexpr std::size_t kSpareAddrsMax = RecordBuffers::kAddrsMax;
 
    private:
     friend class DecisionLog;
     bool pop(DecisionRecord& out);      // writer thread only
     void give_back(DecisionRecord& r);  // writer thread only: r is formatted, its buffers free
-    struct Spare {
-      std::string text;
-      std::vector<policy::IpAddr> addrs;
-    };
     std::vector<DecisionRecord> slots_;
     std::size_t mask_;
-    std::vector<Spare> spares_ = std::vector<Spare>(kSpares);  // a queue the other way
-    alignas(64) std::atomic<std::size_t> head_{0};             // written by the producer
-    alignas(64) std::atomic<std::size_t> tail_{0};             // written by the writer thread
-    alignas(64) std::atomic<std::size_t> spare_head_{0};       // written by the writer thread
-    alignas(64) std::atomic<std::size_t> spare_tail_{0};       // written by the producer
+    std::vector<RecordBuffers> spares_ =
+        std::vector<RecordBuffers>(kSpares);              // a queue the other way
+    alignas(64) std::atomic<std::size_t> head_{0};        // written by the producer
+    alignas(64) std::atomic<std::size_t> tail_{0};        // written by the writer thread
+    alignas(64) std::atomic<std::size_t> spare_head_{0};  // written by the writer thread
+    alignas(64) std::atomic<std::size_t> spare_tail_{0};  // written by the producer
     alignas(64) std::atomic<std::uint64_t> dropped_{0};
     std::uint64_t id_next_ = 0, id_end_ = 0;
     DecisionLog* owner_ = nullptr;

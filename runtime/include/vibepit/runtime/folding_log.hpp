@@ -26,7 +26,7 @@ class FoldingLog {
   FoldingLog& operator=(const FoldingLog&) = delete;
 
   std::uint64_t next_id() { return producer_.next_id(); }
-  // A new record's host and address buffers: those of the last record folded here, or of
+  // A new record's buffers (RecordBuffers): those of the last records folded here, or of
   // records already written (Producer::reuse_buffers). Either way, no allocation.
   void reuse_buffers(DecisionRecord& rec);
   // Written, unless it is a denial (not a close record) past its client's budget: folded.
@@ -45,8 +45,7 @@ class FoldingLog {
   RecordFolder folder_;
   asio::steady_timer timer_;
   bool armed_ = false;
-  std::string kept_host_;
-  std::vector<policy::IpAddr> kept_addrs_;
+  RecordBuffers kept_;  // a folded record's, for the next record on this thread
 };
 
 }  // namespace vibepit::runtime
