@@ -168,6 +168,9 @@ asio::awaitable<Session::HeadStatus> Session::read_head(http::RequestHead& head)
 
 asio::awaitable<void> Session::run() {
   auto self = shared_from_this();
+  // Each request's target is parsed into this one, whose strings keep their capacity: a
+  // warm keep-alive request allocates nothing for its host and path.
+  http::Target target;
   for (;;) {
     set_deadline(Phase::wait_request, w_.cfg().header_timeout);
     if (w_.draining() && inbuf_.empty()) break;
@@ -175,15 +178,13 @@ asio::awaitable<void> Session::run() {
     if (co_await read_head(head) != HeadStatus::ok) break;
     set_deadline(Phase::busy, w_.cfg().idle_timeout);
 
-    auto parsed = http::parse_target(head.method, head.target);
-    if (auto* err = std::get_if<http::TargetError>(&parsed)) {
+    if (auto err = http::parse_target(head.method, head.target, target)) {
       std::string target_text(head.target.substr(0, 256));
       std::string message = "invalid request target \"" + target_text + "\": " + err->what;
       co_await refuse_invalid(head.method, std::move(target_text), 0, err->what,
                               std::move(message));
       break;
     }
-    auto& target = std::get<http::Target>(parsed);
     if (target.form == http::TargetForm::authority) {
       auto rec = new_record("CONNECT", target.authority.host, target.authority.port);
       inbuf_.consume(head.head_size);
@@ -217,17 +218,25 @@ asio::awaitable<void> Session::run() {
   close_all();
 }
 
-runtime::DecisionRecord Session::new_record(std::string_view method, std::string host,
+runtime::DecisionRecord Session::new_record(std::string_view method, std::string_view host,
                                             std::uint16_t port) {
   runtime::DecisionRecord rec;
+  w_.log().reuse_buffers(rec);  // a long host or rule allocates nothing on this thread
   rec.id = w_.log().next_id();
   rec.ts_us = runtime::now_us();
   rec.client_ip = client_ip_;  // the log's writer formats "address:port"
   rec.client_port = client_port_;
   rec.method = std::string(method);
-  rec.host = std::move(host);
+  rec.host.assign(host);
   rec.port = port;
   return rec;  // gen and mode come from the snapshot decide_and_dial takes
+}
+
+runtime::DecisionRecord Session::copy_record(const runtime::DecisionRecord& rec) {
+  runtime::DecisionRecord copy;
+  w_.log().reuse_buffers(copy);
+  copy = rec;  // each string is copied into the capacity it has
+  return copy;
 }
 
 void Session::mark_decided(runtime::DecisionRecord& rec) {
@@ -270,7 +279,7 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& t
     Opened opened = co_await open_upstream(target, std::move(d), snap->classifier, *this, *this);
     if (opened.cancelled) co_return Dial{};
     o = std::move(opened.outcome);
-    if (!o.refused()) {
+    if (reuse_ok && !o.refused()) {  // what a later request may reuse (not a tunnel's)
       upstream_host_ = target.host;
       upstream_port_ = target.port;
       upstream_addr_ = o.addr;
@@ -318,7 +327,7 @@ asio::awaitable<bool> Session::send(std::string_view bytes) {
 asio::awaitable<void> Session::refuse_invalid(std::string_view method, std::string host,
                                               std::uint16_t port, std::string detail,
                                               std::string message) {
-  auto rec = new_record(method.substr(0, 32), std::move(host), port);
+  auto rec = new_record(method.substr(0, 32), host, port);
   rec.reason = policy::Reason::invalid_target;
   rec.detail = std::move(detail);
   rec.status = 400;

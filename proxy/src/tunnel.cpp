@@ -16,12 +16,12 @@ asio::awaitable<void> tunnel(Session& s, const http::Authority& target,
   s.mark_decided(rec);
   if (s.closed()) co_return;
   if (!dial.ok) {
-    s.emit(rec);
+    s.emit(std::move(rec));
     co_await s.refuse(dial.status, dial.error, dial.message, true);
     co_return;
   }
   rec.status = 200;
-  s.emit(rec);
+  s.emit(s.copy_record(rec));  // the decision now; `rec` goes on to be the close record
   const auto started = Session::clock::now();
   RelayStats stats;
   if (co_await s.send("HTTP/1.1 200 Connection established\r\n\r\n")) {

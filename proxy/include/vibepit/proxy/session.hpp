@@ -80,7 +80,12 @@ class Session : public std::enable_shared_from_this<Session> {
   void touch();  // bytes moved on a tunnel or body: push the idle deadline
 
   // A record of this client's request for `host`:`port`; the decision fills the rest.
-  runtime::DecisionRecord new_record(std::string_view method, std::string host, std::uint16_t port);
+  // Its buffers are those of records already written (FoldingLog::reuse_buffers).
+  runtime::DecisionRecord new_record(std::string_view method, std::string_view host,
+                                     std::uint16_t port);
+  // A copy of `rec` in such buffers, for a record written while `rec` goes on (a tunnel's
+  // decision, whose close record follows).
+  runtime::DecisionRecord copy_record(const runtime::DecisionRecord& rec);
   void mark_decided(runtime::DecisionRecord& rec);  // elapsed_us: arrival to decision
   void emit(runtime::DecisionRecord rec);
   void emit_close(runtime::DecisionRecord rec, clock::time_point started);
