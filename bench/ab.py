@@ -38,14 +38,17 @@ from harness import netns  # noqa: E402
 
 DNS_PORTS = {"base": 53, "head": 5353}
 ZONES = compare_dns.ZONES
+DEFAULT_HOST = "h.cached.test"  # the proxy workloads' host: within std::string's 15 characters
 
 
-def start_proxy(topo, which, bin_dir):
+def start_proxy(topo, which, bin_dir, host):
     cfg = {
         "proxy-listen": [compare.PROXY_ADDR + ":0"],
         "dns-listen": ["%s:%d" % (compare.PROXY_ADDR, DNS_PORTS[which])],
         "upstream-dns": [compare_dns.AUTH_ADDR],   # answers every name under ZONES with SERVER
-        "allow-http": ["*.cached.test:*"],
+        # The default host matches the wildcard; another one (--host) has an exact rule of
+        # its own, which a decision reports, as a real allowlist's entry would be.
+        "allow-http": ["*.cached.test:*"] if host == DEFAULT_HOST else [host + ":*"],
         "allow-dns": ZONES + ["*." + z for z in ZONES],
         "decision-log": os.path.join(topo.tmp, which + "-decisions.ndjson"),
         "threads": 1,
@@ -60,7 +63,7 @@ def start_proxy(topo, which, bin_dir):
                    log=which)
     m = compare.wait_for_listen(topo, p, which, r"listening proxy 192\.0\.2\.1:(\d+)")
     col = compare.Column("%s:%s" % (compare.PROXY_ADDR, m.group(1)),
-                         lambda kind: "h.cached.test:%d" % compare.PORTS[kind], p.pid)
+                         lambda kind: "%s:%d" % (host, compare.PORTS[kind]), p.pid)
     return p, col
 
 
@@ -164,7 +167,12 @@ def main():
     ap.add_argument("--markdown", help="also write the table as block 'ab' of this file")
     ap.add_argument("--workloads", default=",".join(WORKLOADS),
                     help="comma-separated subset of: " + ", ".join(WORKLOADS))
+    ap.add_argument("--host", default=DEFAULT_HOST,
+                    help="the proxy workloads' host name, under cached.test (for example "
+                         "registry.packages.cached.test: a real name's length)")
     args = ap.parse_args()
+    if args.host != DEFAULT_HOST and not args.host.endswith(".cached.test"):
+        ap.error("--host must be a name under cached.test, which the fake upstream answers")
     workloads = [w for w in args.workloads.split(",") if w]
     unknown = sorted(set(workloads) - set(WORKLOADS))
     if unknown:
@@ -175,13 +183,14 @@ def main():
     res = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
            "base": args.base, "head": args.head, "pairs": args.pairs, "duration_s": args.duration,
+           "host": args.host,
            "workloads": {}}
     with compare_dns.DnsTopology(args.head, pin=True) as topo:
         res["pinning"] = topo.cpus
         streams = compare_dns.write_streams(topo.tmp, 400000 * args.duration)
         procs, cols = {}, {}
         for which, bin_dir in (("base", args.base), ("head", args.head)):
-            procs[which], cols[which] = start_proxy(topo, which, bin_dir)
+            procs[which], cols[which] = start_proxy(topo, which, bin_dir, args.host)
         for which in ("base", "head"):
             # Warm each: resolve the tunnel target once, fill the DNS cache.
             proxy_run(topo, cols[which], "setup", 1)
