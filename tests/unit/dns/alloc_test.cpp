@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "../counting_new.hpp"
+#include "../log_written.hpp"
 #include "dns_builder.hpp"
 #include "query_handler.hpp"
 
@@ -147,14 +148,9 @@ class DnsAllocation : public ::testing::Test {
   // A query from a Docker bridge client, whose reply comes now or later.
   void ask(const test::Bytes& pkt) { ASSERT_TRUE(handler->handle(pkt, client, 45678, ReplyTo{})); }
 
-  // Waits (on the loop's thread, allocating nothing) until the writer has taken every record
-  // pushed, so that their buffers are back: what a busy server's writer does all along.
-  void settle(std::uint64_t written) {
-    const auto until = std::chrono::steady_clock::now() + 5s;
-    while (log.written() < written && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(200us);
-    }
-  }
+  // Waits (on the loop's thread) until the writer has taken every record pushed, so that
+  // their buffers are back: what a busy server's writer does all along.
+  void settle(std::uint64_t written) { testing::wait_written(log, written); }
 
   // Runs `body` on the loop, in one run() as the worker does (Asio recycles handler memory
   // per run()), with the counting on from query kWarm; at most 20 s.

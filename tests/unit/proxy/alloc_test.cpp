@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "../counting_new.hpp"
+#include "../log_written.hpp"
 #include "vibepit/proxy/session.hpp"
 #include "vibepit/proxy/worker.hpp"
 #include "vibepit/runtime/endpoint.hpp"
@@ -74,14 +75,6 @@ bool read_until(int fd, std::string& buf, std::string_view end, std::size_t size
 
 class AllocationTest : public ::testing::Test {
  protected:
-  // Waits (on a peer thread) until the writer has written `records`, at most 5 s.
-  void catch_up(std::uint64_t records) {
-    const auto until = std::chrono::steady_clock::now() + 5s;
-    while (log.written() < records && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(200us);
-    }
-  }
-
   AllocationTest() {
     cfg.upstream_dns = {runtime::Endpoint{*policy::IpAddr::parse("127.0.0.1"), 9}};  // faked
     cfg.splice = runtime::SpliceMode::off;
@@ -173,7 +166,7 @@ TEST_F(AllocationTest, AWarmKeepAliveRequestAllocatesNothingOnTheIoThread) {
       if (i == kWarmRequests) asio::post(io, [] { t_counting = true; });
       // Every 16 requests the log's writer catches up, as a busy server's writer does all
       // along, so that the records' buffers are back for the next ones.
-      if (i % 16 == 0) catch_up(static_cast<std::uint64_t>(i));
+      if (i % 16 == 0) testing::wait_written(log, static_cast<std::uint64_t>(i));
       if (!write_all(client,
                      "GET "
                      "http://registry.packages.example.test:8080/v2/library/some-package/manifests/"

@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "../log_written.hpp"
 #include "vibepit/runtime/decision_log.hpp"
 
 namespace vibepit::runtime {
@@ -15,10 +16,7 @@ namespace {
 using namespace std::chrono_literals;
 
 void wait_written(const DecisionLog& log, std::uint64_t n) {
-  const auto until = std::chrono::steady_clock::now() + 5s;
-  while (log.written() < n && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(1ms);
-  }
+  testing::wait_written(log, n);
   ASSERT_EQ(log.written(), n);
 }
 
