@@ -2,7 +2,7 @@
 """Where a DNS server's time goes per query at a fixed load: system calls and a CPU profile.
 
 For one server (vibepit-proxy or dnsdist, configured as bench/compare_dns.py configures
-them) and one query stream (denied, cached, miss), in the pinned topology of
+them, or one of the yardstick relays of bench/dns_shapes.py) and one query stream (denied, cached, miss), in the pinned topology of
 bench/compare_dns.py, at a fixed offered load (dnsperf -Q, 10 000 queries/s by default):
 
   1. latency untraced: median and p99 of a run of --duration seconds, and the core's
@@ -31,11 +31,12 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
 import compare_dns  # noqa: E402
+import dns_shapes  # noqa: E402
 import profile  # noqa: E402
 import cpu  # noqa: E402
 from harness import netns  # noqa: E402
 
-PORTS = {"vibepit": compare_dns.SERVER_PORTS["vibepit"], "dnsdist": compare_dns.SERVER_PORTS["dnsdist"]}
+PORTS = dns_shapes.PORTS
 
 
 def fixed_load(topo, path, qps, duration, port):
@@ -93,10 +94,7 @@ def main():
         # so one run's worth of them, with room, serves all four.
         paths = compare_dns.write_streams(topo.tmp, 2 * args.qps * args.duration)
         port = PORTS[args.system]
-        if args.system == "vibepit":
-            proc = compare_dns.start_vibepit(topo, 1, port=port)
-        else:
-            proc = compare_dns.start_dnsdist(topo, port)
+        proc = dns_shapes.start(topo, args.system)
         try:
             compare_dns.wait_udp(topo, proc, {"vibepit": "vibepit-dns"}.get(args.system, args.system), port)
             compare_dns.dnsperf(topo, paths["cached"], 2, ["-n", "2"], 60, port)  # warm the cache

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   add_http_rps(app, runner);
   add_idle_tunnels(app, runner);
   add_dns_auth(app, runner);
+  add_dns_relay(app, runner);
   std::string out;
   for (auto* cmd : app.get_subcommands({}))
     cmd->add_option("--out", out, "Write the JSON result to FILE instead of stdout");

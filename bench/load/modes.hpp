@@ -23,6 +23,7 @@ void add_connect_rate(CLI::App& app, Runner& runner);
 void add_http_rps(CLI::App& app, Runner& runner);
 void add_idle_tunnels(CLI::App& app, Runner& runner);
 void add_dns_auth(CLI::App& app, Runner& runner);
+void add_dns_relay(CLI::App& app, Runner& runner);
 
 // Flags shared by the client modes.
 struct ClientFlags {
