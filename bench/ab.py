@@ -13,7 +13,8 @@ pairs is the verdict, and the spread of the pair ratios says how far to trust it
 Workloads (as in bench/compare.py and bench/compare_dns.py): CONNECT bulk, CONNECT set-up
 (at saturation, and at 2 000 tunnels/s offered: setup-fixed, which also compares the p99),
 interactive tunnels (set-up and 20 one-byte round trips each, at saturation),
-keep-alive HTTP, DNS denied, cache-hit and cache-miss. For each: the rate and the
+keep-alive HTTP, DNS denied, cache-hit and cache-miss (at saturation, and at 10 000
+queries/s offered: dns-miss-fixed, which also compares the p99). For each: the rate and the
 CPU-seconds per unit (process tree plus its core's softirq, bench/cpu.py). The load
 generator and the servers come from --head, so only the proxy differs.
 
@@ -96,15 +97,21 @@ def proxy_run(topo, col, workload, duration):
     return out["results"][rate_key], process + (softirq or 0.0)
 
 
-def dns_run(topo, pid, which, path, duration):
-    """(queries/s, CPU-seconds per 1 000 queries) of one dnsperf run against `which`."""
+def dns_run(topo, pid, which, path, duration, fixed=False):
+    """(queries/s, CPU-seconds per 1 000 queries) of one dnsperf run against `which`; with
+    `fixed`, at FIXED_QUERIES offered, with the p99 (µs) as a third figure and the process's
+    CPU per 1 000 queries offered (softirq is not metered at a fixed load)."""
+    if fixed:
+        lat, _ = compare_dns.measure_latency(topo, pid, path, FIXED_QUERIES, duration, DNS_PORTS[which])
+        return FIXED_QUERIES, 1e3 * lat["fixed_cores"] / FIXED_QUERIES, lat["p99_us"]
     r = compare_dns.measure_qps(topo, pid, path, duration, DNS_PORTS[which])
     return r["qps"], r["cpu_per_1k"] + (r["softirq_per_1k"] or 0.0)
 
 
 WORKLOADS = ["bulk", "setup", "setup-fixed", "interactive", "http", "dns-denied", "dns-cached",
-             "dns-miss"]
+             "dns-miss", "dns-miss-fixed"]
 FIXED_TUNNELS = 2000  # tunnels/s offered by setup-fixed, as in bench/compare.py's fixed load
+FIXED_QUERIES = 10000  # queries/s offered by dns-miss-fixed, as in bench/compare_dns.py
 INTERACTIVE_TURNS = 20  # round trips per tunnel in the interactive workload
 UNITS = {"bulk": ("Gbit/s", "CPU-s per GB"), "setup": ("tunnels/s", "CPU-s per 1 000 tunnels"),
          "setup-fixed": ("tunnels/s", "CPU-s per 1 000 tunnels"),
@@ -202,7 +209,9 @@ def main():
                 got = {}
                 for which in order:
                     if w.startswith("dns-"):
-                        got[which] = dns_run(topo, procs[which].pid, which, streams[w[4:]], args.duration)
+                        stream = w[4:].removesuffix("-fixed")
+                        got[which] = dns_run(topo, procs[which].pid, which, streams[stream], args.duration,
+                                             fixed=w.endswith("-fixed"))
                     else:
                         got[which] = proxy_run(topo, cols[which], w, args.duration)
                 pairs.append((got["base"], got["head"]))
