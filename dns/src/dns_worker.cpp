@@ -220,6 +220,7 @@ void DnsWorker::drain_udp(std::size_t index) {
     return receive_udp(index, got == 0 || errno == EAGAIN || errno == EWOULDBLOCK);
   }
   begin_batch(fd);
+  handler_.hold_upstream();
   for (int i = 0; i < got && !stopped_; ++i) {
     const auto& hdr = b.msgs_in[i].msg_hdr;
     if (hdr.msg_flags & MSG_TRUNC) continue;  // over 4 KiB: no DNS query is that large

@@ -82,8 +82,10 @@ class QueryHandler {
               std::uint16_t client_port, ReplyTo to);
   // Upstream answers that complete together (one read) are batched on `udp_fd`.
   void batch_upstream_answers(int udp_fd);
-  // Send the upstream queries made so far (they also leave by themselves once the current
-  // handler returns): the worker calls it after each batch of client datagrams.
+  // The worker brackets each batch of client datagrams with these: the batch's upstream
+  // queries leave together at flush_upstream() (otherwise they leave by themselves once the
+  // current handler returns), with no flush posted behind them (UdpUpstream::hold).
+  void hold_upstream() { udp_forward_.hold(); }
   void flush_upstream() { udp_forward_.flush(); }
   // Answers arriving from now on are dropped (the sockets are closing); the decision log's
   // pending summaries are written.

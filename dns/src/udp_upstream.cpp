@@ -181,7 +181,7 @@ bool UdpUpstream::place(Node& node, std::size_t server) {
     pending_.insert(std::move(node));
     ++sockets_[s]->inflight;
     queued_.push_back(key);
-    if (!flush_posted_) {
+    if (!flush_posted_ && !held_) {
       flush_posted_ = true;
       asio::post(io_, [this, alive = alive_] {
         if (!*alive) return;
@@ -198,6 +198,7 @@ bool UdpUpstream::place(Node& node, std::size_t server) {
 }
 
 void UdpUpstream::flush() {
+  held_ = false;
   if (queued_.empty()) return;
   if (!batch_) batch_ = std::make_unique<Batch>();
   // Swapped, not moved: both keep their capacity. Queries placed while this runs (retries

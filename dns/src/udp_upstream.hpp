@@ -75,8 +75,14 @@ class UdpUpstream {
   // flush(), which runs by itself once the current handler returns. Returns false, and
   // sends nothing, when no ID is free.
   bool send(std::span<const std::uint8_t> query, std::size_t question_end, void* user);
-  // Send what is queued now (one sendmmsg() per socket).
+  // Send what is queued now (one sendmmsg() per socket). Ends a hold().
   void flush();
+  // Until the next flush(), send() queues without posting a flush of its own: the caller
+  // flushes before its handler returns. The worker holds across each batch of client
+  // datagrams. A posted flush that finds the batch's queries gone is no work, but a handler
+  // waiting in the queue makes Asio's loop look at epoll again before it sleeps: one
+  // epoll_wait() more per batch.
+  void hold() { held_ = true; }
   // Called around each batch of answers (one recvmmsg()), in which many queries may
   // complete: a user can gather the replies they produce and send them in one go.
   void set_batch_hooks(std::function<void()> before, std::function<void()> after);
@@ -143,6 +149,7 @@ class UdpUpstream {
   static constexpr std::size_t kSpareNodes = 128;
   std::vector<Node> spare_nodes_;
   bool flush_posted_ = false;
+  bool held_ = false;  // hold(): the caller flushes
   // One queue per try: every entry of a queue has the same timeout, so each is in deadline order.
   RingQueue<Deadline> deadlines_[2];
   asio::steady_timer timer_;

@@ -119,6 +119,28 @@ TEST(UdpUpstream, TheAnswerWithTheIdSentReachesTheQuery) {
   EXPECT_EQ(fwd.pending(), 0u);
 }
 
+// The worker holds the forwarder across a batch of client datagrams and flushes at its end:
+// the batch leaves then, and no posted flush is left in the loop's queue (one would make
+// Asio's loop call epoll_wait() once more before it sleeps). The flush ends the hold.
+TEST(UdpUpstream, AHeldBatchLeavesAtTheFlushWithNothingPostedBehindIt) {
+  asio::io_context io, server_io;  // the server apart, so that io's queue is the forwarder's
+  FakeServer up(server_io);
+  UdpUpstream fwd(io, {up.endpoint()}, {.timeout = 5000ms}, &record);
+  Outcome a, b, c;
+  fwd.hold();
+  ASSERT_TRUE(fwd.send(query("a.test"), question_end("a.test"), &a));
+  ASSERT_TRUE(fwd.send(query("b.test"), question_end("b.test"), &b));
+  fwd.flush();
+  EXPECT_EQ(io.poll(), 0u) << "a flush was posted behind the held batch";
+  ASSERT_TRUE(run_until(server_io, [&] { return up.got.size() == 2; }));
+  // Not held: the query leaves by itself, through a posted flush.
+  ASSERT_TRUE(fwd.send(query("c.test"), question_end("c.test"), &c));
+  io.restart();
+  EXPECT_EQ(io.poll(), 1u);
+  ASSERT_TRUE(run_until(server_io, [&] { return up.got.size() == 3; }));
+  EXPECT_EQ(fwd.pending(), 3u);
+}
+
 TEST(UdpUpstream, AnswersThatAreNotForTheQueryAreDropped) {
   asio::io_context io;
   FakeServer up(io);
