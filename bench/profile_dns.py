@@ -2,8 +2,9 @@
 """Where a DNS server's time goes per query at a fixed load: system calls and a CPU profile.
 
 For one server (vibepit-proxy or dnsdist, configured as bench/compare_dns.py configures
-them, or one of the yardstick relays of bench/dns_shapes.py) and one query stream (denied, cached, miss), in the pinned topology of
-bench/compare_dns.py, at a fixed offered load (dnsperf -Q, 10 000 queries/s by default):
+them, or one of the yardstick relays of bench/dns_shapes.py) and one query stream (denied,
+cached, miss), in the pinned topology of bench/compare_dns.py, at a fixed offered load
+(dnsperf -Q, 10 000 queries/s by default):
 
   1. latency untraced: median and p99 of a run of --duration seconds, and the core's
      microseconds per query;
