@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   add_idle_tunnels(app, runner);
   add_dns_auth(app, runner);
   add_dns_relay(app, runner);
+  add_file_append(app, runner);
   std::string out;
   for (auto* cmd : app.get_subcommands({}))
     cmd->add_option("--out", out, "Write the JSON result to FILE instead of stdout");

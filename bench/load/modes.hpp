@@ -24,6 +24,7 @@ void add_http_rps(CLI::App& app, Runner& runner);
 void add_idle_tunnels(CLI::App& app, Runner& runner);
 void add_dns_auth(CLI::App& app, Runner& runner);
 void add_dns_relay(CLI::App& app, Runner& runner);
+void add_file_append(CLI::App& app, Runner& runner);
 
 // Flags shared by the client modes.
 struct ClientFlags {

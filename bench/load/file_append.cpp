@@ -1,0 +1,117 @@
+// `file-append`: what appending to a file costs the thread that does it, as the decision
+// log's writer appends its records (runtime/src/decision_log.cpp): a write() of --chunk
+// bytes every --interval-us, and every --sync-every bytes a sync_file_range(WRITE) that
+// starts the disk write of what was appended. Each call is timed on its own. On a kernel
+// that does not preempt system calls (preempt=none) a call's time is time the core gives
+// to nothing else, so on a core the writer shares with an I/O thread an answer that
+// arrives meanwhile waits for it (docs/benchmarks.md, "What the record's write costs the
+// tail"). Run it pinned, e.g. `taskset -c 1 vibepit-bench file-append --path F`.
+// The file is created (or truncated) and removed at the end unless --keep.
+#include "common.hpp"
+#include "modes.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+
+namespace vibepit::bench {
+namespace {
+
+struct AppendOptions {
+  std::string path;
+  std::size_t chunk = 8192;
+  unsigned interval_us = 2500;
+  std::uint64_t count = 1200;
+  std::uint64_t sync_every = 1 << 20;  // 0: never
+  bool keep = false;
+};
+
+// Lines of 100 bytes, as NDJSON records are lines.
+std::string lines_of(std::size_t size) {
+  std::string s(size, 'x');
+  for (std::size_t i = 99; i < size; i += 100) s[i] = '\n';
+  return s;
+}
+
+ModeResult run_file_append(const AppendOptions& o) {
+  const int fd = ::open(o.path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw ConfigError("cannot open " + o.path + ": " + std::strerror(errno));
+  const std::string data = lines_of(o.chunk);
+  Samples writes, syncs;
+  writes.reserve(static_cast<std::size_t>(o.count));
+  Clock::duration write_total{}, sync_total{};
+  std::uint64_t written = 0, synced_to = 0, done = 0;
+  std::string error;
+  const auto cpu_before = cpu_usage();
+  const auto start = Clock::now();
+  for (; done < o.count && !stop_requested(); ++done) {
+    const auto a = Clock::now();
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    const auto b = Clock::now();
+    if (n != static_cast<ssize_t>(data.size())) {
+      error = n < 0 ? std::strerror(errno) : "short write";
+      break;
+    }
+    writes.add(b - a);
+    write_total += b - a;
+    written += data.size();
+    if (o.sync_every != 0 && written >= synced_to + o.sync_every) {
+      const auto c = Clock::now();
+      (void)::sync_file_range(fd, static_cast<off_t>(synced_to),
+                              static_cast<off_t>(written - synced_to), SYNC_FILE_RANGE_WRITE);
+      const auto d = Clock::now();
+      syncs.add(d - c);
+      sync_total += d - c;
+      synced_to = written;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(o.interval_us));
+  }
+  const double elapsed = seconds_between(start, Clock::now());
+  ::close(fd);
+  if (!o.keep) ::unlink(o.path.c_str());
+
+  const auto in_calls = std::chrono::duration<double>(write_total + sync_total).count();
+  ModeResult r;
+  r.json["mode"] = "file-append";
+  r.json["chunk_bytes"] = o.chunk;
+  r.json["interval_us"] = o.interval_us;
+  r.json["sync_every_bytes"] = o.sync_every;
+  r.json["writes"] = done;
+  r.json["bytes"] = written;
+  r.json["seconds"] = elapsed;
+  r.json["write_us"] = writes.summary();
+  r.json["sync_file_range_us"] = syncs.summary();
+  // The share of the run this thread spent inside the two calls.
+  r.json["in_calls_share"] = elapsed > 0 ? in_calls / elapsed : 0.0;
+  r.json["cpu_before"] = cpu_before;
+  r.json["cpu_after"] = cpu_usage();
+  if (!error.empty()) r.json["error"] = error;
+  r.ok = done > 0 && error.empty();
+  return r;
+}
+
+}  // namespace
+
+void add_file_append(CLI::App& app, Runner& runner) {
+  auto opts = std::make_shared<AppendOptions>();
+  auto* cmd = app.add_subcommand(
+      "file-append",
+      "Time each append to a file as the decision log's writer appends (a yardstick)");
+  cmd->add_option("--path", opts->path, "The file to append to (created, truncated, removed)")
+      ->required();
+  cmd->add_option("--chunk", opts->chunk, "Bytes per write()")->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--interval-us", opts->interval_us, "Sleep between writes, microseconds")
+      ->check(CLI::Range(0, 1'000'000));
+  cmd->add_option("--count", opts->count, "Writes")->check(CLI::Range(1, 1'000'000));
+  cmd->add_option("--sync-every", opts->sync_every,
+                  "Start the disk write (sync_file_range) every this many bytes; 0: never");
+  cmd->add_flag("--keep", opts->keep, "Keep the file");
+  cmd->callback([opts, &runner] { runner = [opts] { return run_file_append(*opts); }; });
+}
+
+}  // namespace vibepit::bench
