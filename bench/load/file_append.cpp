@@ -6,7 +6,9 @@
 // to nothing else, so on a core the writer shares with an I/O thread an answer that
 // arrives meanwhile waits for it (docs/benchmarks.md, "What the record's write costs the
 // tail"). Run it pinned, e.g. `taskset -c 1 vibepit-bench file-append --path F`.
-// The file is created (or truncated) and removed at the end unless --keep.
+// Each call's thread CPU time is reported beside its wall time: they differ where the call
+// sleeps, as a direct write (--direct: O_DIRECT, whole 4 KiB blocks) does while the device
+// copies the bytes. The file is created (or truncated) and removed at the end unless --keep.
 #include "common.hpp"
 #include "modes.hpp"
 
@@ -14,7 +16,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <thread>
@@ -29,20 +33,41 @@ struct AppendOptions {
   std::uint64_t count = 1200;
   std::uint64_t sync_every = 1 << 20;  // 0: never
   bool keep = false;
+  bool direct = false;
 };
 
-// Lines of 100 bytes, as NDJSON records are lines.
-std::string lines_of(std::size_t size) {
-  std::string s(size, 'x');
-  for (std::size_t i = 99; i < size; i += 100) s[i] = '\n';
-  return s;
+constexpr std::size_t kBlock = 4096;  // O_DIRECT's alignment for buffer, offset and length
+
+Clock::duration thread_cpu() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
 }
 
+// Lines of 100 bytes, as NDJSON records are lines, in a block-aligned buffer.
+struct Buffer {
+  explicit Buffer(std::size_t bytes)
+      : data(
+            static_cast<char*>(std::aligned_alloc(kBlock, (bytes + kBlock - 1) / kBlock * kBlock))),
+        size(bytes) {
+    if (data == nullptr) throw std::bad_alloc();
+    std::memset(data, 'x', size);
+    for (std::size_t i = 99; i < size; i += 100) data[i] = '\n';
+  }
+  ~Buffer() { std::free(data); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  char* data;
+  std::size_t size;
+};
+
 ModeResult run_file_append(const AppendOptions& o) {
-  const int fd = ::open(o.path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (o.direct && o.chunk % kBlock != 0) throw ConfigError("--direct needs --chunk in 4096s");
+  const int flags = O_WRONLY | O_APPEND | O_CREAT | O_TRUNC | O_CLOEXEC | (o.direct ? O_DIRECT : 0);
+  const int fd = ::open(o.path.c_str(), flags, 0644);
   if (fd < 0) throw ConfigError("cannot open " + o.path + ": " + std::strerror(errno));
-  const std::string data = lines_of(o.chunk);
-  Samples writes, syncs;
+  const Buffer data(o.chunk);
+  Samples writes, write_cpu, syncs;
   writes.reserve(static_cast<std::size_t>(o.count));
   Clock::duration write_total{}, sync_total{};
   std::uint64_t written = 0, synced_to = 0, done = 0;
@@ -50,16 +75,18 @@ ModeResult run_file_append(const AppendOptions& o) {
   const auto cpu_before = cpu_usage();
   const auto start = Clock::now();
   for (; done < o.count && !stop_requested(); ++done) {
+    const auto cpu_a = thread_cpu();
     const auto a = Clock::now();
-    const ssize_t n = ::write(fd, data.data(), data.size());
+    const ssize_t n = ::write(fd, data.data, data.size);
     const auto b = Clock::now();
-    if (n != static_cast<ssize_t>(data.size())) {
+    write_cpu.add(thread_cpu() - cpu_a);
+    if (n != static_cast<ssize_t>(data.size)) {
       error = n < 0 ? std::strerror(errno) : "short write";
       break;
     }
     writes.add(b - a);
     write_total += b - a;
-    written += data.size();
+    written += data.size;
     if (o.sync_every != 0 && written >= synced_to + o.sync_every) {
       const auto c = Clock::now();
       (void)::sync_file_range(fd, static_cast<off_t>(synced_to),
@@ -81,10 +108,12 @@ ModeResult run_file_append(const AppendOptions& o) {
   r.json["chunk_bytes"] = o.chunk;
   r.json["interval_us"] = o.interval_us;
   r.json["sync_every_bytes"] = o.sync_every;
+  r.json["direct"] = o.direct;
   r.json["writes"] = done;
   r.json["bytes"] = written;
   r.json["seconds"] = elapsed;
   r.json["write_us"] = writes.summary();
+  r.json["write_cpu_us"] = write_cpu.summary();  // the thread's CPU time in each write()
   r.json["sync_file_range_us"] = syncs.summary();
   // The share of the run this thread spent inside the two calls.
   r.json["in_calls_share"] = elapsed > 0 ? in_calls / elapsed : 0.0;
@@ -111,6 +140,7 @@ void add_file_append(CLI::App& app, Runner& runner) {
   cmd->add_option("--sync-every", opts->sync_every,
                   "Start the disk write (sync_file_range) every this many bytes; 0: never");
   cmd->add_flag("--keep", opts->keep, "Keep the file");
+  cmd->add_flag("--direct", opts->direct, "Open with O_DIRECT (--chunk in 4096s)");
   cmd->callback([opts, &runner] { runner = [opts] { return run_file_append(*opts); }; });
 }
 
