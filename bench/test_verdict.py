@@ -88,5 +88,38 @@ class PairVerdict(unittest.TestCase):
         self.assertIn("the pair differs", compare.pair_verdict([-300, -20], 0))
 
 
+class MatcherTarget(unittest.TestCase):
+    """The matcher row is judged on the median of per-round ratios and its interval, so that
+    one round measured while the host slowed down cannot decide it."""
+
+    @staticmethod
+    def figures(worst_per_round):
+        kinds = {k: {"ns_10": 50.0, "ns_100000": 70.0, "ratio": 1.4} for k in ("hit", "miss")}
+        return dict(kinds, worst=compare.statistics.median(worst_per_round),
+                    worst_per_round=worst_per_round,
+                    interval=compare.median_interval(worst_per_round))
+
+    def test_rounds_below_the_goal_but_one_are_met(self):
+        value, goal, judged = compare.matcher_target(self.figures([1.4] * 7 + [1.5] * 7 + [2.3]))
+        self.assertEqual((goal, judged), ("≤ 2×", "met"))
+        self.assertIn("median of 15 rounds", value)
+        self.assertIn("rounds 1.40×–2.30×", value)
+
+    def test_a_median_near_the_goal_with_rounds_either_side_is_not_resolved(self):
+        _, _, judged = compare.matcher_target(self.figures([1.7, 1.8, 1.9, 1.95, 2.05, 2.1, 2.2]))
+        self.assertEqual(judged, "not resolved (the estimate meets it)")
+
+    def test_rounds_all_above_the_goal_are_not_met(self):
+        _, _, judged = compare.matcher_target(self.figures([2.1, 2.2, 2.3, 2.4, 2.5]))
+        self.assertEqual(judged, "**not met**")
+
+    def test_an_older_run_of_one_measurement_is_judged_by_its_point(self):
+        one = {"hit": {"ns_10": 52.1, "ns_100000": 54.0, "ratio": 1.04},
+               "miss": {"ns_10": 39.8, "ns_100000": 87.7, "ratio": 2.2}}
+        value, _, judged = compare.matcher_target(one)
+        self.assertEqual(judged, "**not met**")
+        self.assertTrue(value.startswith("2.20× (hit 52.1→54.0 ns"))
+
+
 if __name__ == "__main__":
     unittest.main()
