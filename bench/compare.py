@@ -164,9 +164,9 @@ def wait_for_listen(topo, proc, log, pattern, timeout=15):
     raise RuntimeError("%s did not start: %s" % (log, topo.read_log(log)))
 
 
-def start_vibepit(topo, threads, binary=None, name="vibepit"):
+def start_vibepit(topo, threads, binary=None, name="vibepit", wrapper=(), timeout=15):
     """vibepit-proxy from the topology's bin dir, or `binary` (another build, under its own
-    `name`, beside the first)."""
+    `name`, beside the first); `wrapper` goes before it on the command line (valgrind)."""
     cfg = {
         "proxy-listen": [PROXY_ADDR + ":0"],
         "upstream-dns": [netns.DNS_ADDR],
@@ -178,9 +178,9 @@ def start_vibepit(topo, threads, binary=None, name="vibepit"):
     path = os.path.join(topo.tmp, "%s.json" % name)
     with open(path, "w") as f:
         json.dump(cfg, f)
-    p = topo.popen(topo.px, [binary or topo.bin("vibepit-proxy"), "--config", path],
+    p = topo.popen(topo.px, list(wrapper) + [binary or topo.bin("vibepit-proxy"), "--config", path],
                    log=name)
-    m = wait_for_listen(topo, p, name, r"listening proxy 192\.0\.2\.1:(\d+)")
+    m = wait_for_listen(topo, p, name, r"listening proxy 192\.0\.2\.1:(\d+)", timeout)
     return p, "%s:%s" % (PROXY_ADDR, m.group(1))
 
 
