@@ -39,7 +39,12 @@ struct ReportedEvents {
   using type = unsigned int asio::detail::scheduler_operation::*;
   friend type member_of(ReportedEvents);
 };
+struct OwningReactor {
+  using type = asio::detail::epoll_reactor* asio::detail::epoll_reactor::descriptor_state::*;
+  friend type member_of(OwningReactor);
+};
 template struct Expose<EpollFd, &asio::detail::epoll_reactor::epoll_fd_>;
+template struct Expose<OwningReactor, &asio::detail::epoll_reactor::descriptor_state::reactor_>;
 template struct Expose<RegisteredEvents,
                        &asio::detail::epoll_reactor::descriptor_state::registered_events_>;
 template struct Expose<ReportedEvents, &asio::detail::scheduler_operation::task_result_>;
@@ -50,6 +55,11 @@ asio::detail::epoll_reactor::descriptor_state* state_of(asio::ip::tcp::socket& s
   return impl.reactor_data_;
 }
 }  // namespace
+
+asio::detail::reactor* reactor_detail::reactor_of(
+    asio::detail::reactor::per_descriptor_data state) {
+  return state->*member_of(OwningReactor{});
+}
 
 void reactor_detail::watch_peer_close(asio::ip::tcp::socket& socket) {
   auto* state = state_of(socket);
