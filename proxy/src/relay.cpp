@@ -54,7 +54,7 @@ void half_close(tcp::socket& to) {
   to.shutdown(tcp::socket::shutdown_send, ignored);
 }
 
-enum class Outcome { eof, failed, splice_refused, bulk };
+enum class Outcome { eof, failed, splice_refused };
 
 // Chunks a pump moves before it lets the other connections on this thread run.
 constexpr int kBurst = 16;
@@ -70,18 +70,6 @@ asio::awaitable<void> yield_now() {
 // short read that may have stopped at a FIN the reactor cannot vouch for)
 // async_wait_rearmed() re-arms the descriptor (EPOLL_CTL_MOD), which reports at once what
 // is already there, and registers EPOLLRDHUP so that later short reads need no re-arm.
-asio::awaitable<bool> wait_edge(tcp::socket& s, runtime::Edge edge) {
-  asio::error_code ec;
-  co_await runtime::async_wait_edge(s, edge, asio::redirect_error(asio::use_awaitable, ec));
-  co_return !ec;
-}
-
-asio::awaitable<bool> wait_rearmed(tcp::socket& s) {
-  asio::error_code ec;
-  co_await runtime::async_wait_rearmed(s, runtime::Edge::read,
-                                       asio::redirect_error(asio::use_awaitable, ec));
-  co_return !ec;
-}
 
 // Move bytes with splice() until EOF, error, or the kernel refuses splice for these fds.
 asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
@@ -92,6 +80,8 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
   // While `to` is full, what reaches `from` only wakes the thread: `from` is not listened to
   // from then until this pump next has to wait for it (runtime/reactor.hpp).
   runtime::ReadInterest reads(from);
+  asio::error_code ec;
+  auto tok = asio::redirect_error(asio::use_awaitable, ec);
   int burst = kBurst;
   for (;;) {
     ssize_t n = ::splice(from.native_handle(), nullptr, pipe.write_end(), nullptr, kSpliceChunk,
@@ -100,7 +90,8 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {
         if (!reads.resume()) co_return Outcome::failed;
-        if (!co_await wait_edge(from, runtime::Edge::read)) co_return Outcome::failed;
+        co_await runtime::async_wait_edge(from, runtime::Edge::read, tok);
+        if (ec) co_return Outcome::failed;
         burst = kBurst;
         continue;
       }
@@ -117,7 +108,8 @@ asio::awaitable<Outcome> splice_pump(tcp::socket& from, tcp::socket& to,
         if (errno == EINTR) continue;
         if (errno == EAGAIN) {
           reads.pause();
-          if (!co_await wait_edge(to, runtime::Edge::write)) co_return Outcome::failed;
+          co_await runtime::async_wait_edge(to, runtime::Edge::write, tok);
+          if (ec) co_return Outcome::failed;
           continue;
         }
         // Bytes are stuck in the pipe: the tunnel cannot continue correctly.
@@ -155,24 +147,43 @@ Empty after_short_read(tcp::socket& s) {
   return Empty::likely;
 }
 
+// One direction of a tunnel, from start to end, in one coroutine frame (a frame per
+// nested call was a malloc each on a busy worker, where Asio's frame cache runs dry).
+//
 // Copy through a per-thread scratch buffer: a pump holds no memory of its own unless the
 // receiver is slower than the sender, and then only for the bytes it could not take.
-// With `upgrade`, a read that fills the buffer means bulk transfer: hand over to splice.
+// Short exchanges (handshakes, requests) cost fewer system calls as plain copies; splice
+// pays off once a direction streams, which a read that fills the buffer shows: then the
+// pump hands over to splice_pump (with `use_splice`), and comes back to copying if the
+// kernel refuses splice for these descriptors.
 //
 // A pump waits before it reads when the socket is most likely empty: at the start (the
 // peer has not spoken yet, as a rule) and after a short read, re-arming the descriptor so
 // that bytes already there are reported at once; the recv() that would only have said
 // EAGAIN is saved. After an EAGAIN the wait needs no re-arm.
-asio::awaitable<Outcome> copy_pump(tcp::socket& from, tcp::socket& to,
-                                   const std::function<void()>& on_activity, std::uint64_t& counter,
-                                   bool upgrade, Empty empty) {
+//
+// `other_eof` is shared by the two pumps of one tunnel. The direction that reaches EOF
+// second closes both sockets instead of shutting one down: the close carries the FIN and
+// saves a syscall. Both receive queues are drained by then, so the close sends FIN, not RST.
+asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, bool use_splice,
+                           const std::function<void()>& on_activity, std::uint64_t& counter,
+                           bool& spliced, bool& other_eof, Empty empty) {
   thread_local char scratch[kBufferSize];
+  asio::error_code ec;
+  auto tok = asio::redirect_error(asio::use_awaitable, ec);
+  Outcome out = Outcome::eof;
   int burst = kBurst;
   for (;;) {
     if (empty != Empty::no) {
-      const bool ok = empty == Empty::surely ? co_await wait_edge(from, runtime::Edge::read)
-                                             : co_await wait_rearmed(from);
-      if (!ok) co_return Outcome::failed;
+      if (empty == Empty::surely) {
+        co_await runtime::async_wait_edge(from, runtime::Edge::read, tok);
+      } else {
+        co_await runtime::async_wait_rearmed(from, runtime::Edge::read, tok);
+      }
+      if (ec) {
+        out = Outcome::failed;
+        break;
+      }
       burst = kBurst;
     }
     ssize_t n = ::recv(from.native_handle(), scratch, sizeof scratch, MSG_DONTWAIT);
@@ -181,11 +192,14 @@ asio::awaitable<Outcome> copy_pump(tcp::socket& from, tcp::socket& to,
         empty = Empty::no;
         continue;
       }
-      if (errno != EAGAIN && errno != EWOULDBLOCK) co_return Outcome::failed;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        out = Outcome::failed;
+        break;
+      }
       empty = Empty::surely;
       continue;
     }
-    if (n == 0) co_return Outcome::eof;
+    if (n == 0) break;  // EOF
     empty = static_cast<std::size_t>(n) < sizeof scratch ? after_short_read(from) : Empty::no;
     auto len = static_cast<std::size_t>(n);
     std::size_t sent = 0;
@@ -193,7 +207,7 @@ asio::awaitable<Outcome> copy_pump(tcp::socket& from, tcp::socket& to,
       ssize_t w =
           ::send(to.native_handle(), scratch + sent, len - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
       if (w < 0 && errno == EINTR) continue;
-      if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) co_return Outcome::failed;
+      if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) break;
       if (w > 0) {
         sent += static_cast<std::size_t>(w);
         continue;
@@ -201,37 +215,29 @@ asio::awaitable<Outcome> copy_pump(tcp::socket& from, tcp::socket& to,
       // The receiver is full: keep the rest privately while we wait, since the scratch
       // buffer belongs to every pump on this thread.
       std::string rest(scratch + sent, len - sent);
-      asio::error_code ec;
-      co_await asio::async_write(to, asio::buffer(rest),
-                                 asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) co_return Outcome::failed;
-      sent = len;
+      co_await asio::async_write(to, asio::buffer(rest), tok);
+      if (!ec) sent = len;
+      break;
+    }
+    if (sent < len) {
+      out = Outcome::failed;
+      break;
     }
     counter += len;
     on_activity();
-    if (upgrade && len == sizeof scratch) co_return Outcome::bulk;
+    if (use_splice && len == sizeof scratch) {
+      out = co_await splice_pump(from, to, on_activity, counter);
+      if (out != Outcome::splice_refused) {
+        spliced = true;
+        break;
+      }
+      use_splice = false;  // copy on, from where splice left off
+      empty = Empty::likely;
+      continue;
+    }
     if (--burst == 0) {
       co_await yield_now();
       burst = kBurst;
-    }
-  }
-}
-
-// `other_eof` is shared by the two pumps of one tunnel. The direction that reaches EOF
-// second closes both sockets instead of shutting one down: the close carries the FIN and
-// saves a syscall. Both receive queues are drained by then, so the close sends FIN, not RST.
-asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, bool use_splice,
-                           const std::function<void()>& on_activity, std::uint64_t& counter,
-                           bool& spliced, bool& other_eof, Empty at_start) {
-  // Short exchanges (handshakes, requests) cost fewer syscalls as plain copies; splice pays
-  // off once a direction streams, which a full read shows.
-  Outcome out = co_await copy_pump(from, to, on_activity, counter, use_splice, at_start);
-  if (out == Outcome::bulk) {
-    out = co_await splice_pump(from, to, on_activity, counter);
-    if (out == Outcome::splice_refused) {
-      out = co_await copy_pump(from, to, on_activity, counter, false, Empty::likely);
-    } else {
-      spliced = true;
     }
   }
   if (out == Outcome::eof) {
