@@ -1,5 +1,8 @@
 #include "vibepit/proxy/session.hpp"
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <utility>
 
 #include <asio/co_spawn.hpp>
@@ -26,7 +29,10 @@ static_assert(NameResolver<Session> && Dialler<Session>);
 
 Session::Session(Worker& w, tcp::socket client, const tcp::endpoint& peer)
     : w_(w), client_(std::move(client)), upstream_(w.io()), timer_(w.io()) {
-  w_.enter(this);
+  w_.enter(*this);
+  // A real host name is longer than std::string's 15 inline characters: one of the
+  // worker's strings holds it, and goes back with the session.
+  target_.authority.host = w_.text_spares().take();
   auto addr = peer.address();
   client_ip_ = runtime::to_ip_addr(addr);
   client_port_ = peer.port();
@@ -34,7 +40,13 @@ Session::Session(Worker& w, tcp::socket client, const tcp::endpoint& peer)
 }
 
 Session::~Session() {
-  w_.leave(this);
+  w_.text_spares().give(std::move(target_.authority.host));
+  release_client_bytes();
+  w_.leave(*this);
+}
+
+void Session::release_client_bytes() {
+  if (inbuf_.empty()) w_.read_spares().give(std::exchange(inbuf_, {}));
 }
 
 void Session::start() {
@@ -152,6 +164,7 @@ asio::awaitable<Session::HeadStatus> Session::read_head(http::RequestHead& head)
       }
     }
     if (phase_ == Phase::wait_request && !inbuf_.empty()) phase_ = Phase::read_head;
+    if (inbuf_.capacity() == 0) inbuf_ = w_.read_spares().take();
     auto n = co_await client_.async_read_some(inbuf_.prepare(kReadChunk), tok);
     inbuf_.commit(n);
     if (ec) {
@@ -168,9 +181,7 @@ asio::awaitable<Session::HeadStatus> Session::read_head(http::RequestHead& head)
 
 asio::awaitable<void> Session::run() {
   auto self = shared_from_this();
-  // Each request's target is parsed into this one, whose strings keep their capacity: a
-  // warm keep-alive request allocates nothing for its host and path.
-  http::Target target;
+  http::Target& target = target_;
   for (;;) {
     set_deadline(Phase::wait_request, w_.cfg().header_timeout);
     if (w_.draining() && inbuf_.empty()) break;
@@ -186,12 +197,12 @@ asio::awaitable<void> Session::run() {
       break;
     }
     if (target.form == http::TargetForm::authority) {
-      auto rec = new_record("CONNECT", target.authority.host, target.authority.port);
+      tunnel_record_ = new_record("CONNECT", target.authority.host, target.authority.port);
       inbuf_.consume(head.head_size);
       // An idle tunnel keeps no header index: the parser reserves room for 32 headers (1 KiB),
       // and this frame lives as long as the tunnel. It goes back to the worker.
       w_.header_spares().give(std::exchange(head.headers, {}));
-      co_await tunnel(*this, target.authority, rec);
+      co_await tunnel(*this, target.authority, tunnel_record_);
       break;
     }
     if (target.form != http::TargetForm::absolute) {
@@ -289,9 +300,12 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& t
   co_return Dial{!o.refused(), o.status, o.error, std::move(o.text)};
 }
 
+bool Session::cached(const std::string& host, ResolveResult& out) {
+  return w_.cached(host, out);
+}
+
 asio::awaitable<ResolveResult> Session::resolve(const std::string& host) {
   ResolveResult r;
-  if (w_.cached(host, r)) co_return r;
   set_deadline(Phase::resolve, w_.cfg().resolve_timeout + std::chrono::seconds(1));
   r = co_await w_.lookup(host);
   r.cancelled = closed_;
@@ -317,8 +331,17 @@ asio::awaitable<DialResult> Session::dial(const tcp::endpoint& to) {
 }
 
 asio::awaitable<bool> Session::send(std::string_view bytes) {
-  asio::error_code ec;
   busy();
+  // A response head fits the socket's send buffer as a rule: one send() then, with no
+  // operation queued and no turn of the event loop before the coroutine goes on.
+  ssize_t n;
+  do {
+    n = ::send(client_.native_handle(), bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) co_return false;
+  if (n > 0) bytes.remove_prefix(static_cast<std::size_t>(n));
+  if (bytes.empty()) co_return true;
+  asio::error_code ec;
   co_await asio::async_write(client_, asio::buffer(bytes),
                              asio::redirect_error(asio::use_awaitable, ec));
   co_return !ec;

@@ -33,7 +33,7 @@ asio::awaitable<void> tunnel(Session& s, const http::Authority& target,
       stats.up += early.size();
       early.clear();
     }
-    early.release();  // an idle tunnel keeps no head buffer
+    s.release_client_bytes();  // an idle tunnel keeps no head buffer
     if (!ec) {
       s.touch();
       co_await relay(

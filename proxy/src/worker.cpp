@@ -100,13 +100,43 @@ bool Worker::take_client(tcp::socket sock, const tcp::endpoint& peer) {
     refuse_now(sock, 503, "too many connections (max-connections); retry later");
     return true;
   }
-  std::make_shared<Session>(*this, std::move(sock), peer)->start();
+  start_session(std::move(sock), peer);
   return true;
 }
 
-void Worker::leave(Session* s) {
-  sessions_.erase(s);
+void Worker::start_session(tcp::socket client, const tcp::endpoint& peer) {
+  std::allocate_shared<Session>(PoolAllocator<Session>(session_memory_), *this, std::move(client),
+                                peer)
+      ->start();
+}
+
+// The open sessions, as an intrusive list: a set's node would be one more allocation and
+// free per connection.
+void Worker::enter(Session& s) {
+  s.links_.next = sessions_;
+  if (sessions_) sessions_->links_.prev = &s;
+  sessions_ = &s;
+}
+
+void Worker::leave(Session& s) {
+  if (s.links_.prev) s.links_.prev->links_.next = s.links_.next;
+  if (s.links_.next) s.links_.next->links_.prev = s.links_.prev;
+  if (sessions_ == &s) sessions_ = s.links_.next;
+  s.links_ = {};
   active_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// Each open session, with `act`. What it does (close_all(), on_drain()) only closes
+// sockets and cancels a timer, whose handlers run later: no session leaves the list
+// during the walk. Held by a reference meanwhile all the same.
+template <class Act>
+void Worker::for_each_session(Act act) {
+  for (Session* s = sessions_; s;) {
+    auto keep = s->weak_from_this().lock();
+    Session* next = s->links_.next;
+    if (keep) act(*s);
+    s = next;
+  }
 }
 
 void Worker::drain() {
@@ -116,21 +146,12 @@ void Worker::drain() {
       asio::error_code ignored;
       a.close(ignored);
     }
-    // Copy: a session may close and leave the set while we walk it.
-    std::vector<Session*> sessions(sessions_.begin(), sessions_.end());
-    for (auto* s : sessions) {
-      if (sessions_.count(s)) s->on_drain();
-    }
+    for_each_session([](Session& s) { s.on_drain(); });
   });
 }
 
 void Worker::close_sessions() {
-  asio::post(io_, [this] {
-    std::vector<Session*> open(sessions_.begin(), sessions_.end());
-    for (auto* s : open) {
-      if (sessions_.count(s)) s->close_all();
-    }
-  });
+  asio::post(io_, [this] { for_each_session([](Session& s) { s.close_all(); }); });
 }
 
 void Worker::stop() {

@@ -103,6 +103,31 @@ class AllocationTest : public ::testing::Test {
         });
   }
 
+  // The client thread's last act, however it leaves: the counting ends and the loop stops.
+  struct StopAtEnd {
+    asio::io_context& io;
+    ~StopAtEnd() {
+      asio::post(io, [&io = io] {
+        t_counting = false;
+        io.stop();
+      });
+    }
+  };
+
+  // The worker's loop on this thread, as Worker::run() runs it: one run() for the whole
+  // exchange (each run_one() call would start Asio's frame cache afresh), until StopAtEnd
+  // or 20 s.
+  void run_loop() {
+    asio::io_context& io = w->io();
+    asio::steady_timer watchdog(io, 20s);
+    watchdog.async_wait([&io](const asio::error_code& ec) {
+      if (!ec) io.stop();
+    });
+    io.run();
+    t_counting = false;
+    watchdog.cancel();
+  }
+
   ~AllocationTest() override {
     log.stop();
     w.reset();
@@ -129,7 +154,7 @@ TEST_F(AllocationTest, AWarmKeepAliveRequestAllocatesNothingOnTheIoThread) {
   s.assign(tcp::v4(), theirs.release());
   active.fetch_add(1);
   auto peer = runtime::to_tcp_endpoint(*policy::IpAddr::parse("203.0.113.9"), 40000);
-  std::make_shared<Session>(*w, std::move(s), peer)->start();
+  w->start_session(std::move(s), peer);
   const int client = mine.release();
   set_timeouts(client);
 
@@ -155,15 +180,7 @@ TEST_F(AllocationTest, AWarmKeepAliveRequestAllocatesNothingOnTheIoThread) {
   // end it turns it off and stops the loop.
   std::thread user([&] {
     std::string buf;
-    struct Finish {
-      asio::io_context& io;
-      ~Finish() {
-        asio::post(io, [&io = io] {
-          t_counting = false;
-          io.stop();
-        });
-      }
-    } finish{io};
+    StopAtEnd finish{io};
     for (int i = 0; i < kWarmRequests + kCountedRequests; ++i) {
       if (i == kWarmRequests) {
         // The warm-up's records waited unwritten until now, each with buffers of its own:
@@ -195,15 +212,7 @@ TEST_F(AllocationTest, AWarmKeepAliveRequestAllocatesNothingOnTheIoThread) {
     }
   });
 
-  // The worker's loop on this thread, as Worker::run() runs it: one run() for the whole
-  // exchange (each run_one() call would start Asio's frame cache afresh). At most 20 s.
-  asio::steady_timer watchdog(io, 20s);
-  watchdog.async_wait([&io](const asio::error_code& ec) {
-    if (!ec) io.stop();
-  });
-  io.run();
-  t_counting = false;
-  watchdog.cancel();
+  run_loop();
   user.join();
   io.restart();
   io.poll();  // the last request's end, after its response reached the client
@@ -219,6 +228,99 @@ TEST_F(AllocationTest, AWarmKeepAliveRequestAllocatesNothingOnTheIoThread) {
          "a request)";
   EXPECT_GE(w->header_spares().size(), 1u);
   EXPECT_GE(w->text_spares().size(), 2u);
+}
+
+// A CONNECT tunnel's whole life on a warm worker: the client is accepted (here: handed to
+// the worker on the loop's thread, as Worker::take_client does), its CONNECT is decided,
+// the upstream dialled (a fake connect: an AF_UNIX pair), the 200 sent, one byte relayed
+// each way, and both sides closed, with the decision's and the close's records written.
+// What the tunnel allocates on the I/O thread is counted over kCountedTunnels of them.
+//
+// A tunnel made 22 allocations here (31 a tunnel in the proxy at saturation, by callgrind):
+// its Session and the worker's set node, its read buffer, a frame per nested coroutine and
+// a timer in a shared_ptr for the relay's join, and so on; malloc and free were a sixth of
+// the I/O thread's instructions. Now the session's memory and read buffer come back from
+// the worker, a relay direction is one frame, and the join waits without a timer. What is
+// left, 9 to 10 here: coroutine frames and wait operations past Asio's per-thread cache
+// (which holds 8 of each kind; a tunnel has more alive at once), the fake lookup's own
+// frame and answer, and the dialable addresses.
+TEST_F(AllocationTest, AWarmTunnelsSetUpAndCloseAllocateAtMostTheirBound) {
+#if !defined(__OPTIMIZE__)
+  GTEST_SKIP() << "unoptimised frames exceed Asio's recycling limit; this is a property of "
+                  "the optimised builds (release, asan, tsan)";
+#endif
+  constexpr int kWarmTunnels = 20;  // 40 records: more sets than wait (16) plus one
+  constexpr int kCountedTunnels = 200;
+  constexpr int kTunnels = kWarmTunnels + kCountedTunnels;
+  std::atomic<int> answered{0};
+  std::atomic<bool> failed{false};
+  asio::io_context& io = w->io();
+  // The upstream server: for each connection the fake connect made, echo one byte, then
+  // read to the proxy's FIN and close.
+  std::thread server([&] {
+    for (int i = 0; i < kTunnels; ++i) {
+      int fd = -1;
+      for (int tries = 0; tries < 50000 && (fd = upstream_fd.exchange(-1)) < 0; ++tries) {
+        std::this_thread::sleep_for(100us);
+      }
+      if (fd < 0) return failed.store(true);
+      set_timeouts(fd);
+      std::string buf;
+      const bool ok =
+          read_until(fd, buf, {}, 1) && write_all(fd, buf) && !read_until(fd, buf, {}, 2);
+      ::close(fd);
+      if (!ok) return failed.store(true);
+    }
+  });
+  std::thread user([&] {
+    StopAtEnd finish{io};
+    for (int i = 0; i < kTunnels; ++i) {
+      if (i == kWarmTunnels) {
+        log.start();  // as in the keep-alive test: the warm-up's records wait until now
+        testing::wait_written(log, 2 * static_cast<std::uint64_t>(i));
+        asio::post(io, [] { t_counting = true; });
+      } else if (i > kWarmTunnels && i % 8 == 0) {
+        testing::wait_written(log, 2 * static_cast<std::uint64_t>(i));
+      }
+      int pair[2];
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+        return failed.store(true);
+      const int client = pair[0];
+      // Accepted: the loop's thread makes the session, as Worker::take_client does.
+      asio::post(io, [this, fd = pair[1]] {
+        tcp::socket s(w->io());
+        s.assign(tcp::v4(), fd);
+        active.fetch_add(1);
+        auto peer = runtime::to_tcp_endpoint(*policy::IpAddr::parse("203.0.113.9"), 40000);
+        w->start_session(std::move(s), peer);
+      });
+      set_timeouts(client);
+      std::string buf;
+      const bool ok = write_all(client,
+                                "CONNECT registry.packages.example.test:8080 HTTP/1.1\r\n"
+                                "Host: registry.packages.example.test:8080\r\n\r\n") &&
+                      read_until(client, buf, "\r\n\r\n") &&
+                      buf.compare(0, 12, "HTTP/1.1 200") == 0 &&
+                      buf.size() == buf.find("\r\n\r\n") + 4 && write_all(client, "x") &&
+                      read_until(client, buf, {}, buf.size() + 1) && buf.back() == 'x';
+      ::close(client);
+      if (!ok) return failed.store(true);
+      ++answered;
+    }
+    // The last tunnel's close record: its upstream has closed once the server is done.
+    testing::wait_written(log, 2 * static_cast<std::uint64_t>(kTunnels));
+  });
+
+  run_loop();
+  user.join();
+  server.join();
+  io.restart();
+  io.poll();
+  ASSERT_FALSE(failed) << "the exchange broke off after " << answered << " tunnels";
+  ASSERT_EQ(answered, kTunnels);
+  EXPECT_EQ(log.written(), 2u * kTunnels);
+  const double per_tunnel = static_cast<double>(g_allocations.load()) / kCountedTunnels;
+  EXPECT_LE(per_tunnel, 10.0) << "allocations per warm tunnel on the I/O thread (was 22)";
 }
 
 }  // namespace

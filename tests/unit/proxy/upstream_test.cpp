@@ -32,6 +32,7 @@ class FakeResolver {
  public:
   ResolveResult answer;
   std::vector<std::string> asked;
+  bool cached(const std::string&, ResolveResult&) { return false; }  // every name is asked
   asio::awaitable<ResolveResult> resolve(const std::string& host) {
     asked.push_back(host);
     co_return answer;

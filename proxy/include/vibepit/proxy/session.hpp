@@ -67,6 +67,9 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::ip::tcp::socket& upstream() { return upstream_; }
   ByteBuffer& client_bytes() { return inbuf_; }    // read from the client, not consumed
   ByteBuffer& upstream_bytes() { return upbuf_; }  // read from upstream, not consumed
+  // The client's read buffer goes back to the worker, unless bytes are waiting in it (a
+  // tunnel keeps none while it is open).
+  void release_client_bytes();
   void drop_upstream();  // close the upstream connection: it must not be reused
   void close_all();
   bool closed() const { return closed_; }
@@ -92,6 +95,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // ---- The world as open_upstream sees it (NameResolver, Dialler): the worker's lookup
   // and connect, under this connection's deadlines.
+  bool cached(const std::string& host, ResolveResult& out);
   asio::awaitable<ResolveResult> resolve(const std::string& host);
   asio::awaitable<DialResult> dial(const asio::ip::tcp::endpoint& to);
 
@@ -105,6 +109,13 @@ class Session : public std::enable_shared_from_this<Session> {
   void set_deadline(Phase phase, std::chrono::milliseconds d);
   void arm_timer();
   void on_timer();  // the timer fired: wait on, or act on the passed deadline
+
+  friend class Worker;
+  struct Links {
+    Session* prev = nullptr;
+    Session* next = nullptr;
+  };
+  Links links_;  // the worker's list of open sessions
 
   Worker& w_;
   asio::ip::tcp::socket client_;
@@ -123,6 +134,13 @@ class Session : public std::enable_shared_from_this<Session> {
   std::uint16_t client_port_ = 0;
   ByteBuffer inbuf_;
   ByteBuffer upbuf_;
+  // Each request's target is parsed into this one, whose strings keep their capacity: a
+  // warm keep-alive request allocates nothing for its host and path. Here and not in
+  // run()'s frame, as is a tunnel's record, which lives as long as the tunnel: the
+  // session's memory comes from the worker's pool, where a frame of over 1 KiB went to
+  // malloc's slow path.
+  http::Target target_;
+  runtime::DecisionRecord tunnel_record_;
 };
 
 // The request handlers, one unit each.

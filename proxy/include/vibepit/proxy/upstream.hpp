@@ -23,10 +23,12 @@
 
 namespace vibepit::proxy {
 
-// Name resolution as a connection sees it: the addresses `host` has, from a cache when it
-// can; `cancelled` when the connection went away while it waited.
+// Name resolution as a connection sees it: the addresses `host` has. `cached` answers at
+// once when it can (a warm name costs no coroutine); `resolve` looks it up, `cancelled`
+// when the connection went away while it waited.
 template <class R>
-concept NameResolver = requires(R& r, const std::string& host) {
+concept NameResolver = requires(R& r, const std::string& host, ResolveResult& out) {
+  { r.cached(host, out) } -> std::same_as<bool>;
   { r.resolve(host) } -> std::same_as<asio::awaitable<ResolveResult>>;
 };
 
@@ -62,12 +64,13 @@ template <NameResolver Resolver, Dialler Dial>
 asio::awaitable<Opened> open_upstream(const http::Authority& target, policy::Decision allowed,
                                       const policy::Classifier& classifier, Resolver& resolver,
                                       Dial& dialler) {
-  const std::string display = target.display();
+  // The target as the client wrote it is text for refusals only: it is made when one is.
   std::vector<policy::IpAddr> candidates;
   if (target.ip) {
     candidates.push_back(*target.ip);  // a literal: decide_http classified it already
   } else {
-    const ResolveResult r = co_await resolver.resolve(target.host);
+    ResolveResult r;
+    if (!resolver.cached(target.host, r)) r = co_await resolver.resolve(target.host);
     if (r.cancelled) co_return Opened{{}, true};
     if (!r.ok) {
       co_return Opened{
@@ -77,12 +80,12 @@ asio::awaitable<Opened> open_upstream(const http::Authority& target, policy::Dec
     policy::Selection s = policy::select_dialable(r.addrs, classifier, kMaxDialAddresses);
     if (s.dialable.empty()) {
       co_return Opened{
-          policy::blocked_after_resolution(std::move(allowed), display, target.host, s)};
+          policy::blocked_after_resolution(std::move(allowed), target.display(), target.host, s)};
     }
     candidates = std::move(s.dialable);
   }
 
-  policy::Outcome o = policy::explain(std::move(allowed), display);
+  policy::Outcome o = policy::explain(std::move(allowed), {});  // an allow: no text
   bool any_timeout = false;
   std::string last_error;
   asio::error_code last_ec;
@@ -102,7 +105,7 @@ asio::awaitable<Opened> open_upstream(const http::Authority& target, policy::Dec
     }
   }
   co_return Opened{
-      dial_failed(std::move(o), display, candidates, any_timeout, last_ec, last_error)};
+      dial_failed(std::move(o), target.display(), candidates, any_timeout, last_ec, last_error)};
 }
 
 // The decision's fields of a record, from its outcome (and the status, when refused).

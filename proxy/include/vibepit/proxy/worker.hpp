@@ -8,7 +8,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include <asio/awaitable.hpp>
@@ -18,6 +17,8 @@
 
 #include "vibepit/http/head.hpp"
 #include "vibepit/policy/snapshot.hpp"
+#include "vibepit/proxy/block_pool.hpp"
+#include "vibepit/proxy/byte_buffer.hpp"
 #include "vibepit/proxy/resolver.hpp"
 #include "vibepit/proxy/spares.hpp"
 #include "vibepit/runtime/accept_loop.hpp"
@@ -66,6 +67,9 @@ class Worker {
   runtime::Loop loop() { return {&io_, &producer_}; }
   // Replace the ways out (component tests).
   void set_outside(LookupFn lookup, ConnectFn connect);
+  // Serve a client accepted on this worker's loop (counted in `active` already): a new
+  // Session, in memory from the worker's pool. On the loop's thread.
+  void start_session(asio::ip::tcp::socket client, const asio::ip::tcp::endpoint& peer);
 
   // ---- What a Session uses.
 
@@ -82,22 +86,28 @@ class Worker {
   }
   // A session counts from its creation to its destruction (and was counted in `active`
   // when accepted).
-  void enter(Session* s) { sessions_.insert(s); }
-  void leave(Session* s);
+  void enter(Session& s);
+  void leave(Session& s);
   // Buffers a request uses and gives back (spares.hpp): header indexes, rewritten heads.
   Spares<std::vector<http::Header>>& header_spares() { return header_spares_; }
   Spares<std::string>& text_spares() { return text_spares_; }
+  Spares<ByteBuffer>& read_spares() { return read_spares_; }  // clients' read buffers
 
  private:
   bool take_client(asio::ip::tcp::socket sock, const asio::ip::tcp::endpoint& peer);
+  template <class Act>
+  void for_each_session(Act act);
 
-  // Declared before io_: destroying io_ destroys pending sessions, which leave() here and
-  // give their buffers back.
-  std::unordered_set<Session*> sessions_;
+  // Declared before io_: destroying io_ destroys pending sessions, which leave() here,
+  // give their buffers back and return their memory to the pool.
+  Session* sessions_ = nullptr;  // the open ones, linked through Session::links_
+  BlockPool session_memory_{256};
   // Enough for the requests in flight on one thread to swap buffers without the allocator;
   // at most 64 x 8 KiB of text and 64 x 256 header slots (8 KiB) are kept.
   Spares<std::vector<http::Header>> header_spares_{64, 256};
   Spares<std::string> text_spares_{64, 8 * 1024};
+  // A client's head is read into one of these (4 KiB at first); at most 64 x 16 KiB kept.
+  Spares<ByteBuffer> read_spares_{64, 16 * 1024};
   bool draining_ = false;
   asio::io_context io_{1};
   const runtime::Config& cfg_;
