@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <utility>
 
@@ -22,6 +23,8 @@ namespace {
 
 using asio::ip::tcp;
 constexpr std::size_t kReadChunk = 4096;
+// The resolve deadline's margin over the resolver's own time-out, which answers first.
+constexpr std::chrono::seconds kResolveGrace{1};
 
 }  // namespace
 
@@ -97,21 +100,31 @@ void Session::close_all() {
 
 // One timer per connection, armed lazily: a later deadline (activity on a tunnel pushes
 // the idle deadline) is a store, and the timer, when it fires early, waits again for the
-// rest. Only an earlier deadline re-arms it at once.
+// rest. Only an earlier deadline re-arms it at once. Its first expiry is no later than the
+// shortest deadline a request's phases set (resolve, connect), so that a request which
+// goes from its head to its dial in that time re-arms nothing: a re-arm is a cancel, a
+// new wait and its operation, 2% of a tunnel's instructions.
 void Session::set_deadline(Phase phase, std::chrono::milliseconds d) {
   phase_ = phase;
   timed_out_ = false;
-  deadline_ = clock::now() + d;
-  if (!timer_armed_ || deadline_ < timer_.expiry()) arm_timer();
+  const auto now = clock::now();
+  deadline_ = now + d;
+  if (!timer_armed_) {
+    const auto& c = w_.cfg();
+    const auto first = std::min({c.connect_timeout, c.resolve_timeout + kResolveGrace, d});
+    arm_timer(now + first);
+  } else if (deadline_ < timer_.expiry()) {
+    arm_timer(deadline_);
+  }
 }
 
 void Session::touch() {
   deadline_ = clock::now() + w_.cfg().idle_timeout;
 }
 
-void Session::arm_timer() {
+void Session::arm_timer(clock::time_point at) {
   timer_armed_ = true;
-  timer_.expires_at(deadline_);  // cancels a wait for a later expiry
+  timer_.expires_at(at);  // cancels a wait for a later expiry
   timer_.async_wait([weak = weak_from_this()](const asio::error_code& ec) {
     if (ec) return;  // re-armed or closed: a newer wait, or none, is in charge
     if (auto self = weak.lock()) self->on_timer();
@@ -122,7 +135,7 @@ void Session::on_timer() {
   timer_armed_ = false;
   if (closed_) return;
   if (clock::now() < deadline_) {
-    arm_timer();  // the deadline moved later meanwhile
+    arm_timer(deadline_);  // not due yet: the deadline moved later, or this was early
     return;
   }
   timed_out_ = true;
@@ -306,7 +319,7 @@ bool Session::cached(const std::string& host, ResolveResult& out) {
 
 asio::awaitable<ResolveResult> Session::resolve(const std::string& host) {
   ResolveResult r;
-  set_deadline(Phase::resolve, w_.cfg().resolve_timeout + std::chrono::seconds(1));
+  set_deadline(Phase::resolve, w_.cfg().resolve_timeout + kResolveGrace);
   r = co_await w_.lookup(host);
   r.cancelled = closed_;
   co_return r;

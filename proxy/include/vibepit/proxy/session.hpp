@@ -107,7 +107,7 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<HeadStatus> read_head(http::RequestHead& head);
   // Deadlines: one per phase, enforced by this connection's timer.
   void set_deadline(Phase phase, std::chrono::milliseconds d);
-  void arm_timer();
+  void arm_timer(clock::time_point at);
   void on_timer();  // the timer fired: wait on, or act on the passed deadline
 
   friend class Worker;
