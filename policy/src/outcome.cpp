@@ -31,12 +31,14 @@ const Row& row(Reason r) {
   return kTable[0];
 }
 
-// Fills status, error and text for o.decision (denied), from the table.
-Outcome finish(Outcome o, std::string_view target, std::string_view host) {
+// Fills status, error and text for o.decision (denied), from the table. In place: an
+// Outcome is four strings, and each move of one copies them (a tunnel's decision moved it
+// a dozen times).
+void finish(Outcome& o, std::string_view target, std::string_view host) {
   const Decision& d = o.decision;
   if (d.verdict == Verdict::allow) {
     o.status = 200;
-    return o;
+    return;
   }
   const Row& r = row(d.reason);
   o.status = r.status;
@@ -69,7 +71,6 @@ Outcome finish(Outcome o, std::string_view target, std::string_view host) {
     case Reason::allowlisted:
       break;
   }
-  return o;
 }
 
 }  // namespace
@@ -122,7 +123,8 @@ Selection select_dialable(std::span<const IpAddr> addresses, const Classifier& c
 Outcome explain(Decision decision, std::string_view target) {
   Outcome o;
   o.decision = std::move(decision);
-  return finish(std::move(o), target, {});
+  finish(o, target, {});
+  return o;
 }
 
 Outcome resolve_failed(Decision allowed, std::string_view host, std::string detail,
@@ -132,7 +134,7 @@ Outcome resolve_failed(Decision allowed, std::string_view host, std::string deta
   o.decision.verdict = Verdict::deny;
   o.decision.reason = Reason::resolve_failed;
   o.detail = std::move(detail);
-  o = finish(std::move(o), {}, host);
+  finish(o, {}, host);
   if (timed_out) o.error = ProxyError::dns_timeout;
   return o;
 }
@@ -145,7 +147,8 @@ Outcome blocked_after_resolution(Decision allowed, std::string_view target, std:
   o.decision.reason = Reason::blocked_address;
   o.decision.range = selection.range;
   if (selection.first_blocked) o.addr = selection.first_blocked->to_string();
-  return finish(std::move(o), target, host);
+  finish(o, target, host);
+  return o;
 }
 
 }  // namespace vibepit::policy

@@ -300,9 +300,9 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& t
     o.addr = upstream_addr_;
   } else {
     drop_upstream();
-    Opened opened = co_await open_upstream(target, std::move(d), snap->classifier, *this, *this);
-    if (opened.cancelled) co_return Dial{};
-    o = std::move(opened.outcome);
+    if (!co_await open_upstream(target, std::move(d), snap->classifier, *this, *this, o)) {
+      co_return Dial{};  // the connection went away
+    }
     if (reuse_ok && !o.refused()) {  // what a later request may reuse (not a tunnel's)
       upstream_host_ = target.host;
       upstream_port_ = target.port;

@@ -90,16 +90,16 @@ struct OpenUpstream : ::testing::Test {
       out.outcome = policy::explain(std::move(d), target.display());
     } else {
       asio::io_context io;
-      std::optional<Opened> opened;
-      asio::co_spawn(io, open_upstream(target, std::move(d), snap->classifier, resolver, dialler),
-                     [&](std::exception_ptr e, Opened o) {
-                       if (e) std::rethrow_exception(e);
-                       opened = std::move(o);
-                     });
+      std::optional<bool> answered;
+      asio::co_spawn(
+          io, open_upstream(target, std::move(d), snap->classifier, resolver, dialler, out.outcome),
+          [&](std::exception_ptr e, bool a) {
+            if (e) std::rethrow_exception(e);
+            answered = a;
+          });
       io.run();
-      EXPECT_TRUE(opened.has_value());
-      out.outcome = std::move(opened->outcome);
-      out.cancelled = opened->cancelled;
+      EXPECT_TRUE(answered.has_value());
+      out.cancelled = !answered.value_or(false);
     }
     record_outcome(out.rec, out.outcome);
     return out;

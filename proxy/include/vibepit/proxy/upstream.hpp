@@ -47,11 +47,6 @@ concept Dialler = requires(D& d, const asio::ip::tcp::endpoint& to) {
 
 inline constexpr std::size_t kMaxDialAddresses = 8;
 
-struct Opened {
-  policy::Outcome outcome;  // status 200 and outcome.addr when connected; else a refusal
-  bool cancelled = false;   // the connection went away: send nothing, record nothing
-};
-
 // The outcome when every dial failed: the rules allowed it, the destination did not answer.
 policy::Outcome dial_failed(policy::Outcome allowed, std::string_view display,
                             const std::vector<policy::IpAddr>& tried, bool any_timeout,
@@ -59,11 +54,13 @@ policy::Outcome dial_failed(policy::Outcome allowed, std::string_view display,
 
 // `allowed` is decide_http's allow for `target`, decided against the snapshot whose
 // classifier is given. Every address dialled is one the classifier passed, from the one
-// resolution made here.
+// resolution made here. The outcome goes into `out` (status 200 and out.addr when
+// connected; else a refusal), in place: an Outcome is four strings, which each move
+// copies. False when the connection went away meanwhile: send nothing, record nothing.
 template <NameResolver Resolver, Dialler Dial>
-asio::awaitable<Opened> open_upstream(const http::Authority& target, policy::Decision allowed,
-                                      const policy::Classifier& classifier, Resolver& resolver,
-                                      Dial& dialler) {
+asio::awaitable<bool> open_upstream(const http::Authority& target, policy::Decision allowed,
+                                    const policy::Classifier& classifier, Resolver& resolver,
+                                    Dial& dialler, policy::Outcome& out) {
   // The target as the client wrote it is text for refusals only: it is made when one is.
   std::vector<policy::IpAddr> candidates;
   if (target.ip) {
@@ -71,30 +68,30 @@ asio::awaitable<Opened> open_upstream(const http::Authority& target, policy::Dec
   } else {
     ResolveResult r;
     if (!resolver.cached(target.host, r)) r = co_await resolver.resolve(target.host);
-    if (r.cancelled) co_return Opened{{}, true};
+    if (r.cancelled) co_return false;
     if (!r.ok) {
-      co_return Opened{
-          policy::resolve_failed(std::move(allowed), target.host, r.error, r.timed_out)};
+      out = policy::resolve_failed(std::move(allowed), target.host, r.error, r.timed_out);
+      co_return true;
     }
     // Classify every address; only those that pass may be dialled. No second lookup.
     policy::Selection s = policy::select_dialable(r.addrs, classifier, kMaxDialAddresses);
     if (s.dialable.empty()) {
-      co_return Opened{
-          policy::blocked_after_resolution(std::move(allowed), target.display(), target.host, s)};
+      out = policy::blocked_after_resolution(std::move(allowed), target.display(), target.host, s);
+      co_return true;
     }
     candidates = std::move(s.dialable);
   }
 
-  policy::Outcome o = policy::explain(std::move(allowed), {});  // an allow: no text
+  out = policy::explain(std::move(allowed), {});  // an allow: no text
   bool any_timeout = false;
   std::string last_error;
   asio::error_code last_ec;
   for (const auto& ip : candidates) {
     const DialResult d = co_await dialler.dial(runtime::to_tcp_endpoint(ip, target.port));
-    if (d.cancelled) co_return Opened{{}, true};
+    if (d.cancelled) co_return false;
     if (!d.ec) {
-      o.addr = ip.to_string();
-      co_return Opened{std::move(o)};
+      out.addr = ip.to_string();
+      co_return true;
     }
     if (d.timed_out) {
       any_timeout = true;
@@ -104,8 +101,8 @@ asio::awaitable<Opened> open_upstream(const http::Authority& target, policy::Dec
       last_ec = d.ec;
     }
   }
-  co_return Opened{
-      dial_failed(std::move(o), target.display(), candidates, any_timeout, last_ec, last_error)};
+  out = dial_failed(std::move(out), target.display(), candidates, any_timeout, last_ec, last_error);
+  co_return true;
 }
 
 // The decision's fields of a record, from its outcome (and the status, when refused).
