@@ -241,10 +241,11 @@ PidFile "{d}/tinyproxy.pid"
     return p, via_proxy(PROXY_ADDR + ":8888", p.pid)
 
 
-def start_haproxy(topo, instance=0):
+def start_haproxy(topo, instance=0, wrapper=(), timeout=20):
     """haproxy as the relay floor: one thread, plain TCP, one frontend per server port,
     splicing both ways (forced: see below). It parses nothing and decides nothing, so no proxy can do less work
-    per byte or per connection. Instances 1, 2, ... are further copies on ports of their own."""
+    per byte or per connection. Instances 1, 2, ... are further copies on ports of their own.
+    `wrapper` goes before it on the command line (valgrind)."""
     name = "haproxy" if instance == 0 else "haproxy-%d" % instance
     d = os.path.join(topo.tmp, name)
     os.makedirs(d, exist_ok=True)
@@ -266,8 +267,8 @@ def start_haproxy(topo, instance=0):
                   "  server upstream %s:%d" % (SERVER, port)]
     with open(conf, "w") as f:
         f.write("\n".join(lines) + "\n")
-    p = topo.popen(topo.px, ["haproxy", "-db", "-f", conf], log=name)
-    deadline = time.monotonic() + 20
+    p = topo.popen(topo.px, list(wrapper) + ["haproxy", "-db", "-f", conf], log=name)
+    deadline = time.monotonic() + timeout
     for port in relay.values():
         while True:
             if p.poll() is not None:

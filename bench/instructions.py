@@ -15,6 +15,7 @@ buffers and allocator arenas in place), collection is switched on for exactly --
 units of the workload, then the counts are dumped, per thread:
 
     python3 bench/instructions.py [--bin-dir build/bin] [--workload setup] [--count 2000]
+    python3 bench/instructions.py --system haproxy    # the relay floor's, for scale
 
 The I/O thread (one: threads 1) does a unit's work, and its count per unit is the figure.
 The decision log's writer is reported beside it: it polls on a timer, so part of its count
@@ -78,6 +79,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
+    ap.add_argument("--system", default="vibepit", choices=["vibepit", "haproxy"],
+                    help="haproxy: the relay floor of bench/compare.py, for scale")
     ap.add_argument("--workload", default="setup", choices=["setup", "interactive", "http"])
     ap.add_argument("--count", type=int, default=2000, help="units counted")
     ap.add_argument("--warmup", type=int, default=500, help="units run before counting")
@@ -91,14 +94,18 @@ def main():
     need("callgrind_control")
     netns.install_signal_cleanup()
     res = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "bin_dir": os.path.abspath(args.bin_dir), "workload": args.workload,
+           "system": args.system, "bin_dir": os.path.abspath(args.bin_dir),
+           "workload": args.workload,
            "count": args.count}
     with compare.BenchTopology(args.bin_dir, pin=True) as topo:
         prefix = os.path.join(topo.tmp, "callgrind.out")
         wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
                    "--callgrind-out-file=" + prefix]
-        p, addr = compare.start_vibepit(topo, 1, wrapper=wrapper, timeout=120)
-        col = compare.via_proxy(addr, p.pid)
+        if args.system == "vibepit":
+            p, addr = compare.start_vibepit(topo, 1, wrapper=wrapper, timeout=120)
+            col = compare.via_proxy(addr, p.pid)
+        else:
+            p, col = compare.start_haproxy(topo, wrapper=wrapper, timeout=120)
         compare.bench(topo, load_args(col, args.workload, args.warmup), 900)
         callgrind_control(p.pid, "--instr=on")
         done = compare.bench(topo, load_args(col, args.workload, args.count), 900)
@@ -126,8 +133,8 @@ def main():
     with open(args.json, "w") as f:
         json.dump(res, f, indent=2)
     unit = profile.UNIT_NAME[args.workload]
-    print("Instructions per %s (callgrind, user space; %s %ss counted after %d; %s):" % (
-        unit, args.count, unit, args.warmup, res["bin_dir"]))
+    print("Instructions per %s of %s (callgrind, user space; %s %ss counted after %d; %s):" % (
+        unit, args.system, args.count, unit, args.warmup, res["bin_dir"]))
     print("  I/O thread (callgrind thread %d): %.0f" % (io_thread, res["io_per_unit"]))
     for t, v in per_unit.items():
         if int(t) != io_thread:
