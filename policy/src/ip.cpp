@@ -34,9 +34,7 @@ bool parse_dotted_quad(std::string_view text, std::array<std::uint8_t, 4>& out) 
   return pos == text.size();
 }
 
-void append_v4(std::string& out, const std::uint8_t* b) {
-  char buf[16];
-  char* p = buf;
+char* write_v4(char* p, const std::uint8_t* b) {
   for (int i = 0; i < 4; ++i) {
     if (i > 0) *p++ = '.';
     unsigned v = b[i];
@@ -44,7 +42,12 @@ void append_v4(std::string& out, const std::uint8_t* b) {
     if (v >= 10) *p++ = static_cast<char>('0' + (v / 10) % 10);
     *p++ = static_cast<char>('0' + v % 10);
   }
-  out.append(buf, static_cast<std::size_t>(p - buf));
+  return p;
+}
+
+void append_v4(std::string& out, const std::uint8_t* b) {
+  char buf[16];
+  out.append(buf, static_cast<std::size_t>(write_v4(buf, b) - buf));
 }
 
 bool prefix_equal(const std::uint8_t* a, const std::uint8_t* b, int prefix) {
@@ -142,11 +145,12 @@ std::optional<IpAddr> IpAddr::parse(std::string_view text) {
 }
 
 std::string IpAddr::to_string() const {
-  std::string out;
-  if (!v6) {
-    detail::append_v4(out, bytes.data());
-    return out;
-  }
+  char buf[kMaxText];
+  return std::string(buf, write(buf));
+}
+
+char* IpAddr::write(char* p) const {
+  if (!v6) return detail::write_v4(p, bytes.data());
   std::uint16_t words[8];
   for (int i = 0; i < 8; ++i) {
     words[i] = static_cast<std::uint16_t>(bytes[static_cast<std::size_t>(2 * i)] << 8 |
@@ -173,29 +177,31 @@ std::string IpAddr::to_string() const {
   }
   if (best_len < 2) best = -1;
   static constexpr char kHex[] = "0123456789abcdef";
+  char* const start = p;
   for (int i = 0; i < n_words;) {
     if (i == best) {
-      out += "::";
+      *p++ = ':';
+      *p++ = ':';
       i += best_len;
       continue;
     }
-    if (i > 0 && i != best + best_len) out += ':';  // after "::" no separator is needed
+    if (i > 0 && i != best + best_len) *p++ = ':';  // after "::" no separator is needed
     unsigned w = words[i];
     bool started = false;
     for (int shift = 12; shift >= 0; shift -= 4) {
       unsigned nib = (w >> shift) & 0xf;
       if (nib != 0 || started || shift == 0) {
-        out += kHex[nib];
+        *p++ = kHex[nib];
         started = true;
       }
     }
     ++i;
   }
   if (mapped) {
-    if (out.back() != ':') out += ':';
-    detail::append_v4(out, bytes.data() + 12);
+    if (p == start || p[-1] != ':') *p++ = ':';
+    p = detail::write_v4(p, bytes.data() + 12);
   }
-  return out;
+  return p;
 }
 
 std::optional<Cidr> Cidr::parse(std::string_view text) {

@@ -11,6 +11,8 @@ namespace vibepit::policy::detail {
 
 // Exactly four decimal parts, each 0..255, no leading zeros, nothing else.
 bool parse_dotted_quad(std::string_view text, std::array<std::uint8_t, 4>& out);
+// Writes the dotted-quad text of four bytes (at most 15 characters) at p; returns its end.
+char* write_v4(char* p, const std::uint8_t* b);
 // Appends the dotted-quad text of four bytes (no allocation beyond `out`).
 void append_v4(std::string& out, const std::uint8_t* b);
 // True when the first `prefix` bits of a and b are equal.

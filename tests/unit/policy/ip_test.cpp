@@ -1,6 +1,9 @@
 // IpAddr and Cidr: strict parsing and canonical text.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
+
 #include "vibepit/policy/ip.hpp"
 
 namespace vibepit::policy {
@@ -63,6 +66,22 @@ TEST(IpAddrTest, ParsesAndPrintsCanonically) {
     auto again = IpAddr::parse(ip->to_string());
     ASSERT_TRUE(again.has_value()) << c.in;
     EXPECT_EQ(*again, *ip) << c.in;
+  }
+}
+
+// write() is the writer thread's formatter (to_string() is made from it): it keeps within
+// kMaxText for the longest texts of each form and touches nothing after what it returns.
+TEST(IpAddrTest, WriteStaysWithinItsBound) {
+  for (std::string_view text : {"255.255.255.255", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+                                "::ffff:255.255.255.255", "1:0:1:0:1:0:1:0", "::"}) {
+    const auto ip = IpAddr::parse(text);
+    ASSERT_TRUE(ip.has_value()) << text;
+    char buf[IpAddr::kMaxText + 8];
+    std::fill(std::begin(buf), std::end(buf), '#');
+    const char* end = ip->write(buf);
+    ASSERT_LE(end - buf, static_cast<std::ptrdiff_t>(IpAddr::kMaxText)) << text;
+    EXPECT_EQ(std::string_view(buf, static_cast<std::size_t>(end - buf)), text);
+    EXPECT_TRUE(std::all_of(end, std::cend(buf), [](char c) { return c == '#'; })) << text;
   }
 }
 

@@ -128,6 +128,52 @@ TEST(DecisionLog, TheClientAddressIsFormattedByTheWriter) {
   }
 }
 
+// The writer makes room for each field's longest form before writing it (a control byte
+// is six bytes escaped): fields at their longest, one after another, are all written whole.
+TEST(DecisionLog, FieldsAtTheirLongestAreWrittenWhole) {
+  const std::string controls(3000, '\x01');    // each becomes \u0001
+  const std::string invalid(3000, '\xff');     // each becomes U+FFFD, three bytes
+  const auto widest = *policy::IpAddr::parse("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff");
+  for (const char* src : {"dns", "proxy"}) {
+    DecisionRecord r = sample();
+    r.src = src;
+    r.client.clear();
+    r.client_ip = widest;
+    r.client_port = 65535;
+    r.method = controls;
+    r.host = controls;
+    r.rule = invalid;
+    r.range = controls;
+    r.addr = controls + invalid;
+    r.detail = controls;
+    r.addrs.assign(16, widest);
+    r.totals = true;  // the proxy record carries its byte counts
+    r.id = r.gen = r.count = r.bytes_up = r.bytes_down = r.ms = UINT64_MAX;
+    std::string out = "a line before\n";
+    append_json_line(out, r);
+    ASSERT_EQ(out.substr(0, 14), "a line before\n");
+    const auto j = nlohmann::json::parse(out.substr(14));
+    EXPECT_EQ(j["client"], "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535") << src;
+    EXPECT_EQ(j[std::string_view(src) == "dns" ? "qname" : "host"], controls) << src;
+    EXPECT_EQ(j["range"], controls) << src;
+    EXPECT_EQ(j["detail"], controls) << src;
+    EXPECT_EQ(j["gen"], UINT64_MAX) << src;
+    EXPECT_EQ(j["count"], UINT64_MAX) << src;
+    EXPECT_EQ(out.back(), '\n');
+    if (std::string_view(src) == "dns") {
+      EXPECT_EQ(j["addrs"].size(), 16U);
+      EXPECT_EQ(j["addrs"][15], "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff");
+    } else {
+      EXPECT_EQ(j["method"], controls);
+      EXPECT_EQ(j["bytes_down"], UINT64_MAX);
+      std::string replaced;
+      for (int i = 0; i < 3000; ++i) replaced += "\xef\xbf\xbd";
+      EXPECT_EQ(j["rule"], replaced);
+      EXPECT_EQ(j["addr"], controls + replaced);
+    }
+  }
+}
+
 TEST(DecisionLog, CloseLineAddsBytesAndDuration) {
   auto r = sample();
   r.close = true;

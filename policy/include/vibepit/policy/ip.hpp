@@ -27,6 +27,11 @@ struct IpAddr {
   // so "2130706433", "0x7f.1", "017700000001" and "127.1" are rejected.
   static std::optional<IpAddr> parse(std::string_view text);
   std::string to_string() const;  // canonical text (RFC 5952 for IPv6)
+  // The longest canonical text: "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255".
+  static constexpr std::size_t kMaxText = 45;
+  // Writes the canonical text to [out, out + kMaxText) and returns its end: no string, no
+  // allocation (the decision log's writer formats every record's addresses).
+  char* write(char* out) const;
   friend bool operator==(const IpAddr&, const IpAddr&) = default;
 };
 
