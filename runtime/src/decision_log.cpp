@@ -35,9 +35,7 @@ constexpr std::size_t kBatch = 1024;      // records the writer formats and writ
 // most of its work per record (bench/micro/log_bench.cpp).
 class Line {
  public:
-  explicit Line(std::string& out) : out_(out) {
-    p_ = end_ = out.data() + out.size();
-  }
+  explicit Line(std::string& out) : out_(out) { p_ = end_ = out.data() + out.size(); }
   Line(const Line&) = delete;
   Line& operator=(const Line&) = delete;
 

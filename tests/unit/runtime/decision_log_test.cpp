@@ -131,8 +131,8 @@ TEST(DecisionLog, TheClientAddressIsFormattedByTheWriter) {
 // The writer makes room for each field's longest form before writing it (a control byte
 // is six bytes escaped): fields at their longest, one after another, are all written whole.
 TEST(DecisionLog, FieldsAtTheirLongestAreWrittenWhole) {
-  const std::string controls(3000, '\x01');    // each becomes \u0001
-  const std::string invalid(3000, '\xff');     // each becomes U+FFFD, three bytes
+  const std::string controls(3000, '\x01');  // each becomes \u0001
+  const std::string invalid(3000, '\xff');   // each becomes U+FFFD, three bytes
   const auto widest = *policy::IpAddr::parse("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff");
   for (const char* src : {"dns", "proxy"}) {
     DecisionRecord r = sample();
