@@ -10,6 +10,12 @@ at a fixed offered load (dnsperf -Q) for 3 s to each of, in a new random order p
                  thread's event loop (epoll_wait, then recvmmsg), vibepit-proxy's shape
   relay-threads  `vibepit-bench dns-relay --shape threads`: the same work, a thread blocking
                  in recvmmsg per socket, dnsdist's shape
+  vibepit-log-elsewhere  with --log-elsewhere: a second vibepit-proxy, the same but for its
+                 decision log's writer thread ("vp-log"), which is moved to the load's core
+                 once it runs. The server's own core is then the I/O thread's alone, as on a
+                 host with a core to spare; what separates the two vibepit columns is what
+                 sharing the one pinned core with the record's writer costs the tail. (The
+                 writer's time on the load's core is still counted as the server's.)
 
 and prints, from every round's queries pooled, each one's p50, p99 and p99.9, the core it kept
 busy, and the p99 differences that separate the questions: what the shape costs (relay-epoll
@@ -29,6 +35,7 @@ import datetime
 import json
 import os
 import random
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,16 +49,35 @@ from harness import netns  # noqa: E402
 
 PORTS = {"vibepit": compare_dns.SERVER_PORTS["vibepit"], "dnsdist": compare_dns.SERVER_PORTS["dnsdist"],
          "relay-epoll": 5306, "relay-threads": 5307}
+ELSEWHERE = "vibepit-log-elsewhere"
+ELSEWHERE_PORT = 5308
 # (a, b): the p99 differences reported, a minus b.
 PAIRS = (("relay-epoll", "relay-threads"), ("vibepit", "relay-epoll"),
          ("dnsdist", "relay-threads"), ("vibepit", "dnsdist"))
 RUN_S = 3
 
 
+def writer_threads(pid):
+    """The thread ids of process pid named "vp-log" (the decision log's writer)."""
+    tids = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                if f.read().strip() == "vp-log":
+                    tids.append(int(tid))
+        except FileNotFoundError:
+            pass  # a thread that has just ended
+    return tids
+
+
 def start(topo, name):
     port = PORTS[name]
     if name == "vibepit":
         return compare_dns.start_vibepit(topo, 1, port=port)
+    if name == ELSEWHERE:  # its own proxy port, log and config; the writer is moved once it runs
+        return compare_dns.start_vibepit(topo, 1, port=port, extra=(
+            'proxy-listen=["%s:3131"]' % compare_dns.LISTEN,
+            'decision-log="%s"' % os.path.join(topo.tmp, "dns-decisions-elsewhere.ndjson")))
     if name == "dnsdist":
         return compare_dns.start_dnsdist(topo, port)
     shape = name.split("-", 1)[1]
@@ -68,9 +94,13 @@ def main():
     ap.add_argument("--stream", default="miss", choices=compare_dns.STREAMS)
     ap.add_argument("--qps", type=int, default=10000, help="offered load, queries/s")
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-dns-shapes.json"))
+    ap.add_argument("--log-elsewhere", action="store_true",
+                    help="also run vibepit-proxy with its log writer on the load's core")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("dns_shapes: needs root (network namespaces)")
+    if args.log_elsewhere:
+        PORTS[ELSEWHERE] = ELSEWHERE_PORT
     netns.install_signal_cleanup()
     topo = compare_dns.DnsTopology(args.bin_dir, pin=True)
     topo.start()
@@ -82,7 +112,16 @@ def main():
         path = paths[args.stream]
         for name in PORTS:
             procs[name] = start(topo, name)
-            compare_dns.wait_udp(topo, procs[name], {"vibepit": "vibepit-dns"}.get(name, name), PORTS[name])
+            label = "vibepit-dns" if name in ("vibepit", ELSEWHERE) else name
+            compare_dns.wait_udp(topo, procs[name], label, PORTS[name])
+        if ELSEWHERE in procs:
+            if not topo.cpus:
+                sys.exit("dns_shapes: --log-elsewhere needs the pinned topology")
+            tids = writer_threads(procs[ELSEWHERE].pid)
+            if len(tids) != 1:
+                sys.exit("dns_shapes: expected one vp-log thread in %s, found %d" % (ELSEWHERE, len(tids)))
+            subprocess.run(["taskset", "-p", "-c", str(topo.cpus["load"]), str(tids[0])], check=True,
+                           stdout=subprocess.DEVNULL)
         for name in PORTS:  # warm up: caches, the allocator, the log's file
             compare_dns.dnsperf(topo, paths["cached"], 2, ["-n", "2"], 60, PORTS[name])
             compare_dns.measure_latency(topo, procs[name].pid, path, args.qps, 1, PORTS[name])
@@ -115,7 +154,8 @@ def main():
         lines.append("| %s | %.0f | %.0f | %.0f | %.3f | %.1f |" % (
             n, pl["p50_us"], pl["p99_us"], pl["p999_us"], busy, 1e6 * busy / args.qps))
     lines += ["", "| p99, a minus b | µs | 95% interval |", "|---|---|---|"]
-    for a, b in PAIRS:
+    pairs = PAIRS + (((ELSEWHERE, "dnsdist"), ("vibepit", ELSEWHERE)) if ELSEWHERE in PORTS else ())
+    for a, b in pairs:
         d = res["systems"][a]["p99_us"] - res["systems"][b]["p99_us"]
         iv = compare.quantile_interval([u for u in lat[a] if u], [u for u in lat[b] if u])
         res["p99_differences"]["%s-%s" % (a, b)] = {"us": d, "interval": iv}

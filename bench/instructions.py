@@ -117,6 +117,7 @@ def main():
             raise RuntimeError("the load ran %s %s, not %d" % (units, key, args.count))
         counts = thread_counts(prefix)
         if args.keep:
+            os.makedirs(args.keep, exist_ok=True)
             for path in glob.glob(prefix + ".1-*"):
                 shutil.copy(path, os.path.join(args.keep, os.path.basename(path)))
         topo.stop_process(p, timeout=30)
