@@ -184,6 +184,25 @@ def start_vibepit(topo, threads, binary=None, name="vibepit", wrapper=(), timeou
     return p, "%s:%s" % (PROXY_ADDR, m.group(1))
 
 
+def move_log_writer(topo, pid, who):
+    """Moves vibepit-proxy `pid`'s decision-log writer (its one thread named "vp-log") to the
+    load's core, so that the core under test belongs to the I/O thread alone: what sharing
+    that core with the writer costs is then a column's difference. Exits if there is not
+    exactly one such thread."""
+    tids = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                if f.read().strip() == "vp-log":
+                    tids.append(tid)
+        except FileNotFoundError:
+            pass  # a thread that has just ended
+    if len(tids) != 1:
+        sys.exit("%s: expected one vp-log thread in vibepit-proxy %d, found %d" % (who, pid, len(tids)))
+    subprocess.run(["taskset", "-p", "-c", str(topo.cpus["load"]), tids[0]], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
 def start_squid(topo):
     d = os.path.join(topo.tmp, "squid")
     os.makedirs(d, exist_ok=True)

@@ -35,7 +35,6 @@ import datetime
 import json
 import os
 import random
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -55,19 +54,6 @@ ELSEWHERE_PORT = 5308
 PAIRS = (("relay-epoll", "relay-threads"), ("vibepit", "relay-epoll"),
          ("dnsdist", "relay-threads"), ("vibepit", "dnsdist"))
 RUN_S = 3
-
-
-def writer_threads(pid):
-    """The thread ids of process pid named "vp-log" (the decision log's writer)."""
-    tids = []
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                if f.read().strip() == "vp-log":
-                    tids.append(int(tid))
-        except FileNotFoundError:
-            pass  # a thread that has just ended
-    return tids
 
 
 def start(topo, name):
@@ -115,11 +101,7 @@ def main():
             label = "vibepit-dns" if name in ("vibepit", ELSEWHERE) else name
             compare_dns.wait_udp(topo, procs[name], label, PORTS[name])
         if ELSEWHERE in procs:  # the topology is always pinned here (pin=True above)
-            tids = writer_threads(procs[ELSEWHERE].pid)
-            if len(tids) != 1:
-                sys.exit("dns_shapes: expected one vp-log thread in %s, found %d" % (ELSEWHERE, len(tids)))
-            subprocess.run(["taskset", "-p", "-c", str(topo.cpus["load"]), str(tids[0])], check=True,
-                           stdout=subprocess.DEVNULL)
+            compare.move_log_writer(topo, procs[ELSEWHERE].pid, "dns_shapes")
         for name in PORTS:  # warm up: caches, the allocator, the log's file
             compare_dns.dnsperf(topo, paths["cached"], 2, ["-n", "2"], 60, PORTS[name])
             compare_dns.measure_latency(topo, procs[name].pid, path, args.qps, 1, PORTS[name])

@@ -18,6 +18,10 @@ each system:
   after or 3 ms before a tunnel over 2 ms) and those alone;
 - for vibepit-proxy, the share of a tunnel's latency spent before the 200.
 
+With --log-elsewhere, one more column: a second vibepit-proxy, the same but for its
+decision log's writer thread ("vp-log"), which is moved to the load's core, so that the core
+under test belongs to the I/O thread alone.
+
 vibepit-proxy runs twice per round: as a client uses it (CONNECT, wait for the 200, send),
 and with the client's byte sent along with the CONNECT, so that the client waits once, as
 a relay's client does. haproxy runs twice too, as two instances with identical
@@ -30,7 +34,6 @@ Traffic goes only to addresses inside the namespaces this script creates.
 import argparse
 import bisect
 import datetime
-import json
 import os
 import shutil
 import subprocess
@@ -49,6 +52,7 @@ SLOW_US = 500     # about twice the median through either system
 GROUP_US = 3000   # slow tunnels that started this close together met the same stall
 AGAIN = "haproxy again"  # the second instance of the same relay
 BASE = "vibepit-proxy, base"  # --base: another build, run as the first column is
+ELSEWHERE = "vibepit, log elsewhere"  # --log-elsewhere: its decision-log writer on the load's core
 
 PROBE = r"""
 import sys, time
@@ -121,6 +125,9 @@ def main():
     ap.add_argument("--keep", help="also copy every run's samples into this directory")
     ap.add_argument("--base", help="also run the vibepit-proxy of this bin dir (a build to "
                     "compare against, as bench/ab.py's --base) as a column of its own")
+    ap.add_argument("--log-elsewhere", action="store_true",
+                    help="also run a second vibepit-proxy whose decision-log writer thread is "
+                    "moved to the load's core: what sharing the core under test with it costs")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("tail: needs root (network namespaces)")
@@ -144,6 +151,10 @@ def main():
             bp, baddr = compare.start_vibepit(
                 topo, 1, os.path.join(os.path.abspath(args.base), "vibepit-proxy"), "base")
             cols[BASE] = (compare.via_proxy(baddr, bp.pid), [])
+        if args.log_elsewhere:
+            ep, eaddr = compare.start_vibepit(topo, 1, name="elsewhere")
+            compare.move_log_writer(topo, ep.pid, "tail")
+            cols[ELSEWHERE] = (compare.via_proxy(eaddr, ep.pid), [])
         cols.update({"vibepit, pipelined": (proxy, ["--pipeline"]),
                      "haproxy": (compare.start_haproxy(topo)[1], []),
                      AGAIN: (compare.start_haproxy(topo, 1)[1], [])})
@@ -201,7 +212,7 @@ def render(out):
         cells = []
         for n in names:
             v = out["systems"][n].get(key)
-            cells.append("-" if v is None or (key == "slow_setup_share" and n not in ("vibepit-proxy", BASE))
+            cells.append("-" if v is None or (key == "slow_setup_share" and n not in ("vibepit-proxy", BASE, ELSEWHERE))
                          else fmt % v)
         lines.append("| %s | %s |" % (label, " | ".join(cells)))
     lines.append("| pooled p99 minus haproxy's (µs) | %s |" % " | ".join(
