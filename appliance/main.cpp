@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <iostream>
 #include <optional>
@@ -185,10 +186,15 @@ int main(int argc, char** argv) {
       log.reopen();
     }
     spdlog::info("signal {}: draining (up to {} ms)", sig, cfg.drain_timeout.count());
-    if (control) control->stop();
     if (dns) dns->stop();
     server.shutdown();
     log.stop();
+    // The control API outlives the data path by this much: a decision follower (vibepit ci)
+    // gets the last records and the log's final counters, and so knows it has them all.
+    if (control) {
+      control->finish_followers(std::chrono::seconds(2));
+      control->stop();
+    }
     spdlog::info("stopped");
   } catch (const std::exception& e) {
     spdlog::error("fatal: {}", e.what());

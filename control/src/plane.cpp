@@ -49,6 +49,12 @@ class ControlPlane::Feed : public DecisionFeed {
     return out;
   }
   std::uint64_t last_seq() const override { return log_.last_seq(); }
+  std::string end_line() const override {
+    if (!log_.stopped()) return {};
+    return "{\"end\":true,\"last\":" + std::to_string(log_.last_seq()) +
+           ",\"dropped\":" + std::to_string(log_.dropped()) +
+           ",\"unwritten\":" + std::to_string(log_.unwritten()) + "}\n";
+  }
 
  private:
   const runtime::DecisionLog& log_;
@@ -227,6 +233,10 @@ std::vector<asio::ip::tcp::endpoint> ControlPlane::listen() {
 
 void ControlPlane::start() {
   if (server_) server_->start();
+}
+
+void ControlPlane::finish_followers(std::chrono::milliseconds within) {
+  if (server_) server_->finish_followers(within);
 }
 
 void ControlPlane::stop() {

@@ -188,7 +188,14 @@ asio::awaitable<void> ControlServer::Impl::follow(Conn& c, std::uint64_t after) 
   auto tok = asio::redirect_error(asio::use_awaitable, ec);
   asio::steady_timer poll(io);
   auto last_write = clock::now();
+  counters.followers.fetch_add(1, std::memory_order_relaxed);
+  struct Release {
+    std::atomic<std::uint64_t>& n;
+    ~Release() { n.fetch_sub(1, std::memory_order_relaxed); }
+  } release{counters.followers};
   for (;;) {
+    // Read before the entries: an end line seen now comes after every record there is.
+    const std::string end = feed.end_line();
     // At most one batch is ever queued for a follower: while its write is pending we
     // fetch nothing, and records the ring evicts meanwhile are reported as lost.
     std::uint64_t lost = 0;
@@ -200,6 +207,12 @@ asio::awaitable<void> ControlServer::Impl::follow(Conn& c, std::uint64_t after) 
     for (const auto& e : entries) {
       data += feed_line(e);
       after = e.seq;
+    }
+    if (!end.empty() && entries.size() < opts.follow_batch) {
+      // Everything is sent: the final counters, then the end of the chunked body.
+      c.arm(opts.timeout);
+      co_await asio::async_write(c.stream, asio::buffer(chunk(data + end) + "0\r\n\r\n"), tok);
+      co_return;
     }
     if (data.empty() && clock::now() - last_write >= opts.heartbeat) data = "\n";
     if (!data.empty()) {
@@ -247,6 +260,12 @@ void ControlServer::start() {
     runtime::name_this_thread("vp-control");
     impl_->io.run();
   });
+}
+
+void ControlServer::finish_followers(std::chrono::milliseconds within) {
+  const auto until = clock::now() + within;
+  while (counters_.followers.load(std::memory_order_relaxed) != 0 && clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
 void ControlServer::stop() {

@@ -591,6 +591,7 @@ void DecisionLog::stop() {
   stopping_.store(true, std::memory_order_seq_cst);
   wake();
   writer_.join();
+  stopped_.store(true, std::memory_order_release);
 }
 
 std::size_t DecisionLog::drain_once() {

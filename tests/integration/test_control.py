@@ -400,6 +400,61 @@ class SlowFollower(ControlCase):
         self.assertEqual(len(got["records"]), 20)
 
 
+class FollowerToTheEnd(base.TopologyCase):
+    """A decision follower that stays while the proxy stops gets every record, those the
+    drain writes included, then the proxy's final counters and the end of the stream:
+    vibepit ci knows from this that its report holds everything (docs/ci.md)."""
+
+    ipv6 = False
+
+    @staticmethod
+    def read_stream_to_its_end(c):
+        """The chunked body's lines, until the zero-size chunk; fails on a cut stream."""
+        body = b""
+        while True:
+            while b"\r\n" not in c.buf:
+                c._fill()
+            size_text, rest = c.buf.split(b"\r\n", 1)
+            size = int(size_text, 16)
+            while len(rest) < size + 2:
+                c._fill()
+                rest = c.buf.split(b"\r\n", 1)[1]
+            body += rest[:size]
+            c.buf = rest[size + 2:]
+            if size == 0:
+                return [line for line in body.decode().split("\n") if line]
+
+    def test_a_stopping_proxy_ends_the_stream_with_its_counters(self):
+        sd = os.path.join(self.topo.tmp, "s-follow")
+        p = self.start_proxy(**control_config(), decision_log_per_client=0, drain_timeout_ms=300,
+                             allow_http=["allowed.test:443"], extra_args=["--session-dir", sd])
+        c = ControlConn.for_session(self.topo, self.topo.px, CHOST, p.control_listeners[0][1], sd)
+        self.addCleanup(c.close)
+        c.sock.sendall(b"GET /v1/decisions?follow=1&after=0 HTTP/1.1\r\nHost: control\r\n\r\n")
+        while b"\r\n\r\n" not in c.buf:
+            c._fill()
+        head, c.buf = c.buf.split(b"\r\n\r\n", 1)
+        self.assertIn(b"Transfer-Encoding: chunked", head)
+        for i in range(5):
+            conn, resp = self.tunnel("denied%d.test:443" % i, proxy=p)
+            self.assertStatus(resp, 403)
+            conn.close()
+        # Left open: the drain closes it, and its close record is written while the proxy stops.
+        held, resp = self.tunnel("allowed.test:443", proxy=p)
+        self.assertStatus(resp, 200)
+        self.assertEqual(p.stop(), 0, p.diag())
+        lines = self.read_stream_to_its_end(c)
+        recs = [json.loads(line) for line in lines]
+        end = recs[-1]
+        self.assertEqual(end.get("end"), True, lines[-3:])
+        seqs = [r["seq"] for r in recs[:-1]]
+        self.assertEqual(seqs, list(range(1, end["last"] + 1)))   # every record, in order
+        self.assertEqual((end["dropped"], end["unwritten"]), (0, 0))
+        events = [(r.get("host"), r.get("event")) for r in recs[:-1]]
+        self.assertEqual(sum(1 for e in events if e[1] == "decision"), 6, events)
+        self.assertIn(("allowed.test", "close"), events)
+
+
 class LogFaultTest(base.TopologyCase):
     """The decision log under faults: a full disk costs the file its records, counted in
     /metrics, while the proxy keeps serving, and writing resumes when space returns; SIGHUP

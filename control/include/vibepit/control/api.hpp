@@ -70,6 +70,11 @@ class DecisionFeed {
   virtual std::vector<Entry> since(std::uint64_t after, std::size_t limit,
                                    std::uint64_t& lost) const = 0;
   virtual std::uint64_t last_seq() const = 0;  // the newest entry's seq, 0 when none
+  // The feed's last word: once no record can come any more, one JSON object line with the
+  // final counters ({"end":true,"last":N,"dropped":N,"unwritten":N}); before that, "".
+  // A follower that has every entry up to `last` sends it and ends its stream, so the
+  // reader knows it saw all there was (vibepit ci's report).
+  virtual std::string end_line() const { return {}; }
 };
 
 // Counters for /v1/stats (JSON text) and /metrics (Prometheus text format).

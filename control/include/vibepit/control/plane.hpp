@@ -1,6 +1,7 @@
 #pragma once
 // The control plane of vibepit-proxy, wired together: credentials (made here, or handed
 // over on a descriptor), the rule updater, the decision counters, and the mTLS server.
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -40,6 +41,9 @@ class ControlPlane {
   // session.json. Returns the bound endpoints.
   std::vector<asio::ip::tcp::endpoint> listen();
   void start();
+  // After the decision log has stopped: wait, up to `within`, until every decision follower
+  // has been sent the last records and the feed's end line (DecisionFeed::end_line).
+  void finish_followers(std::chrono::milliseconds within);
   void stop();
   const std::string& session_id() const { return session_id_; }
 

@@ -35,6 +35,7 @@ struct ServerOptions {
 struct ServerCounters {
   std::atomic<std::uint64_t> accepted{0}, refused_busy{0}, handshake_failed{0}, plain_http{0},
       requests{0}, rate_limited{0};
+  std::atomic<std::uint64_t> followers{0};  // decision streams open now
 };
 
 class ControlServer {
@@ -48,7 +49,10 @@ class ControlServer {
   // Bind every listen address; returns the bound endpoints (port 0 resolved).
   std::vector<asio::ip::tcp::endpoint> listen();
   void start();  // the control thread
-  void stop();   // close everything and join
+  // Wait, up to `within`, until no decision follower is left: each ends its stream once the
+  // feed has an end line and it has sent everything before it. Any thread.
+  void finish_followers(std::chrono::milliseconds within);
+  void stop();  // close everything and join
   const ServerCounters& counters() const { return counters_; }
 
   struct Impl;

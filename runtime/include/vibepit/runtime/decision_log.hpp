@@ -185,6 +185,9 @@ class DecisionLog {
   void start();
   // Drain every queue, flush, and stop the writer thread.
   void stop();
+  // True once stop() has returned: every record pushed before it is in the ring (or was
+  // counted as dropped), and no more will come.
+  bool stopped() const { return stopped_.load(std::memory_order_acquire); }
 
   // Ring entries with seq > after, at most limit. `lost` counts entries after `after` that
   // were already evicted from the ring.
@@ -277,6 +280,7 @@ class DecisionLog {
   std::atomic<std::uint64_t> yields_{0};
   std::thread writer_;
   std::atomic<std::uint64_t> written_{0};
+  std::atomic<bool> stopped_{false};
   // Writer thread only: the lines of one batch, end to end, and where each ends. Reused, so
   // formatting and writing allocate nothing once they have grown to a full batch.
   std::string batch_;
