@@ -202,6 +202,16 @@ std::optional<TargetError> parse_target(std::string_view method, std::string_vie
   return std::nullopt;
 }
 
+std::string_view authority_text(std::string_view target) {
+  if (const auto scheme = target.find("://"); scheme != std::string_view::npos)
+    target.remove_prefix(scheme + 3);
+  else if (target.empty() || target.front() == '/' || target.front() == '*')
+    return {};
+  target = target.substr(0, target.find_first_of("/?#"));
+  if (const auto at = target.rfind('@'); at != std::string_view::npos) target.remove_prefix(at + 1);
+  return target.substr(0, 256);
+}
+
 std::variant<Target, TargetError> parse_target(std::string_view method, std::string_view target) {
   Target t;
   if (auto e = parse_target(method, target, t)) return std::move(*e);

@@ -203,10 +203,11 @@ asio::awaitable<void> Session::run() {
     set_deadline(Phase::busy, w_.cfg().idle_timeout);
 
     if (auto err = http::parse_target(head.method, head.target, target)) {
-      std::string target_text(head.target.substr(0, 256));
-      std::string message = "invalid request target \"" + target_text + "\": " + err->what;
-      co_await refuse_invalid(head.method, std::move(target_text), 0, err->what,
-                              std::move(message));
+      // The answer quotes the client's own target back; the record keeps its authority only.
+      std::string message = "invalid request target \"" + std::string(head.target.substr(0, 256)) +
+                            "\": " + err->what;
+      co_await refuse_invalid(head.method, std::string(http::authority_text(head.target)), 0,
+                              err->what, std::move(message));
       break;
     }
     if (target.form == http::TargetForm::authority) {
@@ -222,7 +223,8 @@ asio::awaitable<void> Session::run() {
       std::string why =
           "this is a forward proxy: send absolute-form requests (GET http://host/path) or "
           "CONNECT host:port";
-      co_await refuse_invalid(head.method, std::string(head.target.substr(0, 256)), 0, why, why);
+      co_await refuse_invalid(head.method, std::string(http::authority_text(head.target)), 0, why,
+                              why);
       break;
     }
     if (target.scheme != "http") {

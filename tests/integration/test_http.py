@@ -3,6 +3,7 @@
 refusals, and request smuggling attempts (all refused with 400)."""
 
 import hashlib
+import json
 import socket
 import threading
 import time
@@ -249,14 +250,17 @@ class RefusalRecordTest(base.TopologyCase):
         te_and_cl = ("POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n"
                      "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
         cases = [  # (request, status, reason, host, why)
-            (get("http://-bad.test/", "-bad.test"), 400, "invalid_target", "http://-bad.test/",
+            (get("http://-bad.test/", "-bad.test"), 400, "invalid_target", "-bad.test",
              "invalid absolute-form target"),
+            # Records keep the authority only: no path, query or credential (docs/security.md).
+            (get("http://user:SECRET@allowed.test/p?SECRET", "allowed.test"), 400,
+             "invalid_target", "allowed.test", "userinfo"),
+            (get("/SECRET?SECRET", "allowed.test"), 400, "invalid_target", "", "origin form"),
             ("CONNECT -bad.test:443 HTTP/1.1\r\n\r\n", 400, "invalid_target", "-bad.test:443",
              "invalid CONNECT target"),
-            (get("/", "allowed.test"), 400, "invalid_target", "/", "origin form"),
             (get("https://allowed.test/", "allowed.test"), 400, "invalid_target", "allowed.test",
              "https:// in absolute form"),
-            (get("ftp://allowed.test/", "allowed.test"), 400, "invalid_target", "ftp://allowed.test/",
+            (get("ftp://allowed.test/SECRET", "allowed.test"), 400, "invalid_target", "allowed.test",
              "another scheme"),
             (get("http://allowed.test/", "other.test"), 400, "invalid_target", "allowed.test",
              "Host header mismatch"),
@@ -284,6 +288,7 @@ class RefusalRecordTest(base.TopologyCase):
                 r = recs[0]
                 self.assertEqual((r.get("verdict"), r.get("reason"), r.get("host"), r.get("status")),
                                  ("deny", reason, host, status), why)
+                self.assertNotIn("SECRET", json.dumps(r), why)
                 c.close()
         self.assertNoCanaryHits()
 

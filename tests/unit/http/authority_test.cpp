@@ -252,6 +252,26 @@ TEST(Target, Table) {
 // A connection parses every request's target into one Target. Each parse must give what a
 // fresh one gives, whatever the last left behind (an IPv6 literal's address, a scheme, a
 // path), in either order through the table.
+TEST(Target, AuthorityTextKeepsNoPathQueryOrCredential) {
+  const struct {
+    const char* target;
+    const char* want;
+  } cases[] = {
+      {"http://user:token@a.test/p?q=secret", "a.test"},   // userinfo dropped
+      {"http://a.test:8080/p?q=secret#f", "a.test:8080"},  // path, query, fragment dropped
+      {"http://a.test?q=secret", "a.test"},                // a query straight after the host
+      {"ftp://a@b@c.test/x", "c.test"},                    // the last '@' ends userinfo
+      {"/path?q=secret", ""},                              // origin form: no authority
+      {"*", ""},                                           // asterisk form
+      {"", ""},                                            // nothing at all
+      {"-bad.test:443", "-bad.test:443"},                  // CONNECT's authority form
+      {"user:pw@-bad.test:443", "-bad.test:443"},          // ... with userinfo
+      {"http://", ""},                                     // a scheme and nothing
+  };
+  for (const auto& c : cases) EXPECT_EQ(authority_text(c.target), c.want) << c.target;
+  EXPECT_EQ(authority_text("http://" + std::string(1000, 'a')).size(), 256u);
+}
+
 TEST(Target, OneReusedTargetGivesWhatAFreshOneGives) {
   std::vector<const TargetCase*> order;
   for (const auto& c : kTargetCases) order.push_back(&c);

@@ -34,6 +34,12 @@ std::optional<TargetError> parse_authority(std::string_view text,
                                            std::optional<std::uint16_t> default_port,
                                            Authority& out);
 
+// The authority of a request target as text fit for a record, for a target that did not
+// parse: what lies between the scheme's "//" and the path, query or fragment, after the
+// last '@' (no userinfo), at most 256 bytes; "" for origin form ("/path?query"), asterisk
+// form and empty targets. No path, query or credential of a request reaches the log.
+std::string_view authority_text(std::string_view target);
+
 enum class TargetForm { authority, absolute, origin, asterisk };
 
 struct Target {
