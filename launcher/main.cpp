@@ -128,6 +128,18 @@ int main(int argc, char** argv) {
                      "(default: .vibepit/network.learned.yaml in the project)");
   ci_cmd->add_flag("--fail-on-deny", ci.fail_on_deny,
                    "exit 3 when the command exits 0 but something was denied");
+  ci_cmd
+      ->add_option("--cache-home", ci.cache_home,
+                   "keep the sandbox's home in a cache named KEY for the next job that names "
+                   "it (default: a fresh home, removed at the end)")
+      ->check([](const std::string& key) {
+        try {
+          check_cache_key(key);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
   ci_cmd->add_flag("-q,--quiet", ci.quiet, "no progress lines");
   ci_cmd->footer("Everything after -- is the command: vibepit ci --fail-on-deny -- make test");
 
@@ -206,8 +218,7 @@ int main(int argc, char** argv) {
   if (status->parsed()) return cmd_status(common, std::cout, std::cerr);
   if (run_cmd->parsed()) {
     run.path = run_path;
-    if (const char* egress = std::getenv("VIBEPIT_TEST_EGRESS_NETWORK"))
-      run.sandbox.egress_network = egress;
+    apply_test_settings(run.sandbox);
     return cmd_run(run, std::cout, std::cerr);
   }
   if (ci_cmd->parsed()) {
@@ -221,8 +232,7 @@ int main(int argc, char** argv) {
                 : ci_format == "junit"  ? ReportFormat::junit
                                         : ReportFormat::json;
     ci.policies.assign(ci_policies.begin(), ci_policies.end());
-    if (const char* egress = std::getenv("VIBEPIT_TEST_EGRESS_NETWORK"))
-      ci.sandbox.egress_network = egress;
+    apply_test_settings(ci.sandbox);
     return cmd_ci(ci, std::cout, std::cerr);
   }
   if (down->parsed()) return cmd_down(down_path, down_session, std::cout, std::cerr);

@@ -14,7 +14,9 @@
 #include <ostream>
 #include <thread>
 
+#include "vibepit/control/client.hpp"
 #include "vibepit/control/session_dir.hpp"
+#include "vibepit/launcher/ci_stream.hpp"
 #include "vibepit/launcher/image_commands.hpp"
 #include "vibepit/launcher/learn.hpp"
 #include "vibepit/launcher/run_command.hpp"
@@ -95,23 +97,69 @@ NetworkFile ci_rules(const Project& project, const CiOptions& o) {
   return merge_rules(sources);
 }
 
-// Fold the session's decision log into the report, a block of lines at a time, so a long
-// job's log never has to fit in memory.
-void read_decision_log(CiReport& report, const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return;  // the proxy never started: no records
-  DecisionLogReader reader(report);
-  std::string pending;
-  char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    pending.append(buf, static_cast<std::size_t>(in.gcount()));
-    const auto last_nl = pending.rfind('\n');
-    if (last_nl == std::string::npos) continue;
-    reader.feed(std::string_view(pending).substr(0, last_nl + 1));
-    pending.erase(0, last_nl + 1);
+// Follows the session's decision stream from its first record, on a thread of its own and
+// into a report of its own, until the proxy ends the stream with its final counters (it
+// stops) or the stream breaks. The report is made from this stream, never from the log
+// file: the job shares a filesystem with that file and could fill it, and it rotates.
+class Follower {
+ public:
+  explicit Follower(const fs::path& session_dir)
+      : tally_(partial_), thread_([this, session_dir] { run(session_dir); }) {}
+  ~Follower() {
+    if (thread_.joinable()) thread_.join();
   }
-  reader.feed(pending);  // a last line cut short by a crash is counted as odd
-  reader.finish();
+  Follower(const Follower&) = delete;
+  Follower& operator=(const Follower&) = delete;
+
+  // Waits for the stream to end, then moves what it gathered into `r`.
+  void finish_into(CiReport& r) {
+    thread_.join();
+    tally_.finish();
+    r.destinations = std::move(partial_.destinations);
+    r.generation = partial_.generation;
+    r.skipped_lines = partial_.skipped_lines;
+    r.destinations_over_limit = partial_.destinations_over_limit;
+    r.records_received = tally_.received();
+    r.records_missing = tally_.missing();
+    r.records_dropped = tally_.dropped();
+    r.records_unwritten = tally_.unwritten();
+    for (auto& p : tally_.problems(error_)) r.incomplete.push_back(std::move(p));
+  }
+
+ private:
+  void run(const fs::path& dir) {
+    try {
+      control::ControlClient client(control::read_client_set(dir));
+      client.stream_lines("/v1/decisions?follow=1&after=0", [this](std::string_view line) {
+        tally_.line(line);
+        return true;
+      });
+    } catch (const std::exception& e) {
+      error_ = e.what();
+    }
+  }
+
+  CiReport partial_;
+  StreamTally tally_;
+  std::string error_;
+  std::thread thread_;  // last: it starts once the rest is made
+};
+
+// Stops the proxy (gracefully: it writes its last records and ends the stream) and notes in
+// the report whether it ended well.
+void stop_proxy(docker::Client& docker, const std::string& proxy_id, CiReport& rep,
+                std::ostream& err) {
+  try {
+    docker.container_stop(proxy_id, 15);
+    const auto j = docker.container_inspect(proxy_id);
+    const int code = j ? (*j)["State"].value("ExitCode", -1) : -1;
+    if (code != 0)
+      rep.incomplete.push_back("the proxy exited with status " + std::to_string(code) +
+                               (code == 137 ? " (killed)" : ""));
+  } catch (const std::exception& e) {
+    err << "vibepit ci: stopping the proxy: " << e.what() << "\n";
+    rep.incomplete.push_back(std::string("the proxy could not be stopped: ") + e.what());
+  }
 }
 
 std::string render(const CiReport& r, ReportFormat f) {
@@ -134,6 +182,9 @@ void decide_exit(CiReport& r) {
   } else if (!r.outcome.status) {
     r.exit_status = kRunFailed;
     r.exit_reason = "the command did not run: " + r.outcome.error;
+  } else if (!r.incomplete.empty()) {
+    r.exit_status = kCiIncomplete;
+    r.exit_reason = "the report is incomplete: " + r.incomplete.front();
   } else if (*r.outcome.status == 0 && r.fail_on_deny && denied > 0) {
     r.exit_status = kCiDenied;
     r.exit_reason = "the command exited 0, but " + std::to_string(denied) + " destination" +
@@ -191,6 +242,7 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
 
   std::optional<StartedSession> started;
   std::optional<docker::Client> docker;
+  std::optional<Follower> follower;
   fs::path session_dir;
   Project project;
   try {
@@ -204,6 +256,9 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
     req.stdin_open = false;
     req.sandbox = o.sandbox;
     req.mode = o.mode == CiMode::enforce ? policy::Mode::enforce : policy::Mode::audit;
+    // A job's home does not outlive it, unless the pipeline names a cache to keep.
+    req.home = o.cache_home.empty() ? SessionSpec::Home::session : SessionSpec::Home::cache;
+    req.home_cache_key = o.cache_home;
     docker.emplace(connect_docker());
     const fs::path root = o.sandbox.sessions_root.empty() ? control::default_sessions_root()
                                                           : o.sandbox.sessions_root;
@@ -219,6 +274,7 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
       std::lock_guard lock(g_stop.mu);
       g_stop.sandbox_id = started->sandbox_id;
     }
+    follower.emplace(session_dir);
     check_stop();
     auto h = docker->container_attach(started->sandbox_id, false, true, true);
     docker->container_start(started->sandbox_id);
@@ -237,14 +293,8 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
 
   // A graceful stop lets the proxy write its last records before they are read.
   std::lock_guard lock(g_stop.mu);  // from here on the watcher only waits for a second signal
-  if (started) {
-    try {
-      docker->container_stop(started->proxy_id, 5);
-    } catch (const std::exception& e) {
-      err << "vibepit ci: stopping the proxy: " << e.what() << "\n";
-    }
-  }
-  if (!session_dir.empty()) read_decision_log(rep, decision_log_path(session_dir));
+  if (started) stop_proxy(*docker, started->proxy_id, rep, err);
+  if (follower) follower->finish_into(rep);
   rep.finished = now_rfc3339();
   if (o.mode == CiMode::learn) {
     const Proposal p = propose_rules(rep.destinations);

@@ -52,11 +52,24 @@ std::string command_text(const CiReport& r) {
   return out;
 }
 
+// Prose that may hold bytes from elsewhere (an error from the engine, the proxy or a file
+// name): printable ASCII passes, except the characters that would open markup or end a
+// code span or a table cell; anything else becomes '?'.
+std::string prose(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c < 0x20 || c >= 0x7f || c == '`' || c == '|' || c == '<' || c == '>' || c == '[' ||
+        c == ']' || c == '*' || c == '\\' || c == '!')
+      c = '?';
+  return out;
+}
+
 // What happened to the command, in one sentence.
 std::string outcome_text(const CiReport& r) {
   if (!r.outcome.interrupted.empty())
     return "vibepit ci was interrupted (" + r.outcome.interrupted + ") before the command ended";
-  if (!r.outcome.error.empty()) return "the command did not run to its end: " + r.outcome.error;
+  if (!r.outcome.error.empty())
+    return "the command did not run to its end: " + prose(r.outcome.error);
   if (r.outcome.status) return "the command exited " + std::to_string(*r.outcome.status);
   return "the command did not run";
 }
@@ -106,7 +119,13 @@ std::string to_markdown(const CiReport& r) {
   o << r.destinations.size() << " destinations: " << r.count_where("allow") << " allowed, "
     << r.count_where("deny") << " denied";
   if (r.mode != CiMode::enforce) o << ", " << r.count_where("would_deny") << " would be denied";
-  o << ". vibepit ci exits " << r.exit_status << ": " << r.exit_reason << ".\n\n";
+  o << ". vibepit ci exits " << r.exit_status << ": " << prose(r.exit_reason) << ".\n\n";
+  if (!r.incomplete.empty()) {
+    o << "**⚠️ This report is incomplete**, so it cannot show that the job reached for nothing "
+         "else:\n\n";
+    for (const auto& why : r.incomplete) o << "- " << prose(why) << "\n";
+    o << "\n";
+  }
   if (!r.destinations.empty()) {
     o << "| verdict | destination | protocol | requests | sent | received | reason | rule |\n";
     o << "|---|---|---|--:|--:|--:|---|---|\n";
@@ -133,14 +152,15 @@ std::string to_markdown(const CiReport& r) {
 std::string to_junit(const CiReport& r) {
   const auto failures = r.count_where("deny");
   const auto skipped = r.count_where("would_deny");
-  const auto tests = r.destinations.size();
+  const auto errors = r.incomplete.empty() ? 0 : 1;  // the report's own completeness
+  const auto tests = r.destinations.size() + errors;
   std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   o << "<testsuites name=\"vibepit ci\" tests=\"" << tests << "\" failures=\"" << failures
-    << "\" errors=\"0\" skipped=\"" << skipped << "\">\n";
+    << "\" errors=\"" << errors << "\" skipped=\"" << skipped << "\">\n";
   o << "  <testsuite name=\"vibepit egress (" << to_string(r.mode) << ")\" tests=\"" << tests
-    << "\" failures=\"" << failures << "\" errors=\"0\" skipped=\"" << skipped << "\" timestamp=\""
-    << xml(r.started) << "\">\n";
+    << "\" failures=\"" << failures << "\" errors=\"" << errors << "\" skipped=\"" << skipped
+    << "\" timestamp=\"" << xml(r.started) << "\">\n";
   o << "    <properties>\n";
   o << "      <property name=\"mode\" value=\"" << to_string(r.mode) << "\"/>\n";
   o << "      <property name=\"generation\" value=\"" << r.generation << "\"/>\n";
@@ -162,6 +182,13 @@ std::string to_junit(const CiReport& r) {
         << xml(hint(d)) << "\"/>\n    ";
     }
     o << "</testcase>\n";
+  }
+  if (errors) {
+    std::string why;
+    for (const auto& w : r.incomplete) why += (why.empty() ? "" : "; ") + w;
+    o << "    <testcase classname=\"vibepit.report\" name=\"complete\">\n      <error "
+         "type=\"incomplete\" message=\"the report is incomplete\">"
+      << xml(why) << "</error>\n    </testcase>\n";
   }
   o << "  </testsuite>\n</testsuites>\n";
   return o.str();

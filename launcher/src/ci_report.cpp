@@ -101,7 +101,12 @@ bool DecisionLogReader::add(std::string_view line) {
   const auto port = dns ? 53 : number(rec, "port");
   if (port > 65535) return false;
   const std::string protocol = dns ? "dns" : text(rec, "method") == "CONNECT" ? "connect" : "http";
-  Destination& d = at(protocol, host, static_cast<std::uint16_t>(port));
+  Destination* found = at(protocol, host, static_cast<std::uint16_t>(port));
+  if (found == nullptr) {
+    ++r_.destinations_over_limit;
+    return true;
+  }
+  Destination& d = *found;
   d.bytes_up += number(rec, "bytes_up");
   d.bytes_down += number(rec, "bytes_down");
   if (event == "close") return true;  // the decision it closes was counted already
@@ -129,9 +134,12 @@ bool DecisionLogReader::add(std::string_view line) {
   return true;
 }
 
-Destination& DecisionLogReader::at(const std::string& protocol, const std::string& host,
+Destination* DecisionLogReader::at(const std::string& protocol, const std::string& host,
                                    std::uint16_t port) {
-  auto [it, fresh] = index_.try_emplace({protocol, host, port}, r_.destinations.size());
+  auto key = std::make_tuple(protocol, host, port);
+  if (auto it = index_.find(key); it != index_.end()) return &r_.destinations[it->second];
+  if (r_.destinations.size() >= kMaxDestinations) return nullptr;
+  auto [it, fresh] = index_.try_emplace(std::move(key), r_.destinations.size());
   if (fresh) {
     Destination d;
     d.protocol = protocol;
@@ -139,7 +147,7 @@ Destination& DecisionLogReader::at(const std::string& protocol, const std::strin
     d.port = port;
     r_.destinations.push_back(std::move(d));
   }
-  return r_.destinations[it->second];
+  return &r_.destinations[it->second];
 }
 
 void DecisionLogReader::feed(std::string_view ndjson) {
@@ -206,6 +214,14 @@ std::string to_json(const CiReport& r) {
         {"bytes_down", down}}},
       {"destinations", std::move(destinations)},
       {"skipped_lines", r.skipped_lines},
+      {"complete", r.incomplete.empty()},
+      {"incomplete_reasons", r.incomplete},
+      {"records",
+       {{"received", r.records_received},
+        {"missing", r.records_missing},
+        {"dropped", r.records_dropped},
+        {"unwritten", r.records_unwritten},
+        {"over_limit", r.destinations_over_limit}}},
   };
   if (r.mode == CiMode::learn)
     j["proposal"] = {{"allow-http", r.proposal_http}, {"allow-dns", r.proposal_dns}};

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <stdexcept>
@@ -24,6 +25,11 @@ namespace {
 constexpr const char* kInhibitIpv4 = "com.docker.network.bridge.inhibit_ipv4";
 constexpr const char* kProxyConfigInContainer = "/etc/vibepit/proxy.json";
 constexpr const char* kLogDirInContainer = "/var/log/vibepit";
+// Volume roles besides "home" (the project's): a session's own home, removed with the
+// session, and a named cache home (vibepit ci --cache-home KEY) with its key as a label.
+constexpr const char* kRoleSessionHome = "session-home";
+constexpr const char* kRoleCacheHome = "cache-home";
+constexpr const char* kCacheKeyLabel = "dev.vibepit.cache-key";
 
 void write_public_file(const fs::path& p, const std::string& text) {
   std::ofstream o(p, std::ios::binary | std::ios::trunc);
@@ -171,6 +177,9 @@ std::string Session::proxy_config() const {
       {"threads", 1},
   };
   if (!spec_.upstream_dns.empty()) cfg["upstream-dns"] = spec_.upstream_dns;
+  if (spec_.decision_ring != 0) cfg["decision-ring"] = spec_.decision_ring;
+  if (spec_.decision_log_max_bytes != 0)
+    cfg["decision-log-max-bytes"] = spec_.decision_log_max_bytes;
   return cfg.dump(2) + "\n";
 }
 
@@ -270,19 +279,46 @@ std::vector<std::string> Session::sandbox_env() const {
           "VIBEPIT_SESSION=" + spec_.id, "VIBEPIT_PROXY=" + url};
 }
 
-std::string Session::create_sandbox() {
-  // The home volume outlives sessions: one per project, found by label.
-  std::string home;
+void check_cache_key(const std::string& key) {
+  const bool ok =
+      !key.empty() && key.size() <= 64 && std::all_of(key.begin(), key.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '.' || c == '_' || c == '-';
+      });
+  if (!ok)
+    throw std::invalid_argument("--cache-home \"" + key.substr(0, 64) +
+                                "\": a key is 1 to 64 of the characters A-Z a-z 0-9 . _ -");
+}
+
+std::string Session::home_volume() {
+  // A job's own home: made empty (Docker fills it from the image), removed with the session.
+  if (spec_.home == SessionSpec::Home::session) {
+    auto v = docker_.volume_create(
+        {{"Name", "vibepit-home-" + spec_.id}, {"Labels", labels(kRoleSessionHome)}});
+    return v.value("Name", "");
+  }
+  // The project's home, or one of its named caches: kept, found by label.
+  const bool cache = spec_.home == SessionSpec::Home::cache;
+  const std::string role = cache ? kRoleCacheHome : "home";
   for (const auto& v :
        docker_.volumes_by_label(std::string(docker::label::kProject) + "=" + spec_.project.hash)) {
-    if (v.contains("Labels") && v["Labels"].value(docker::label::kRole, "") == "home")
-      home = v.value("Name", "");
+    if (!v.contains("Labels") || !v["Labels"].is_object()) continue;
+    const auto& l = v["Labels"];
+    if (l.value(docker::label::kRole, "") == role &&
+        (!cache || l.value(kCacheKeyLabel, "") == spec_.home_cache_key))
+      return v.value("Name", "");
   }
-  if (home.empty()) {
-    auto v = docker_.volume_create(
-        {{"Name", "vibepit-home-" + spec_.project.hash}, {"Labels", labels("home")}});
-    home = v.value("Name", "");
+  auto l = labels(role);
+  std::string name = "vibepit-home-" + spec_.project.hash;
+  if (cache) {
+    l[kCacheKeyLabel] = spec_.home_cache_key;
+    name += "-cache-" + sha256_hex(spec_.home_cache_key).substr(0, 16);
   }
+  return docker_.volume_create({{"Name", name}, {"Labels", l}}).value("Name", "");
+}
+
+std::string Session::create_sandbox() {
+  const std::string home = home_volume();
   write_public_file(spec_.dir / "resolv.conf", "nameserver " + proxy_ip_ + "\noptions edns0\n");
   const std::string project = spec_.project.root.string();
   const std::string home_dir = spec_.default_image ? "/home/code" : "/home/vibepit";
@@ -355,6 +391,17 @@ std::vector<std::string> remove_session(docker::Client& docker, const std::strin
   for (const auto& c : containers) {
     const std::string id = c.value("Id", "");
     attempt([&] { docker.container_remove(id, true); }, "removing container " + id.substr(0, 12));
+  }
+  // The session's own home volume (vibepit ci); the project's home and caches carry the
+  // label of the session that made them, and stay.
+  std::vector<Json> volumes;
+  attempt([&] { volumes = docker.volumes_by_label(sel); }, "listing volumes");
+  for (const auto& v : volumes) {
+    if (!v.contains("Labels") || !v["Labels"].is_object() ||
+        v["Labels"].value(docker::label::kRole, "") != kRoleSessionHome)
+      continue;
+    const std::string name = v.value("Name", "");
+    attempt([&] { docker.volume_remove(name); }, "removing volume " + name);
   }
   std::vector<Json> networks;
   attempt([&] { networks = docker.networks_by_label(sel); }, "listing networks");

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <ctime>
 #include <thread>
 
@@ -79,6 +80,16 @@ void pump(docker::Hijacked h, bool tty, bool forward_stdin) {
   ::close(fd);
 }
 
+void apply_test_settings(SandboxSettings& s) {
+  auto number = [](const char* name) -> std::uint64_t {
+    const char* v = std::getenv(name);
+    return v && *v ? std::stoull(v) : 0;
+  };
+  if (const char* egress = std::getenv("VIBEPIT_TEST_EGRESS_NETWORK")) s.egress_network = egress;
+  s.test_decision_ring = number("VIBEPIT_TEST_DECISION_RING");
+  s.test_log_max_bytes = number("VIBEPIT_TEST_DECISION_LOG_MAX_BYTES");
+}
+
 std::vector<std::string> host_resolvers(const Report& report) {
   auto found = runtime::system_resolvers();
   std::vector<std::string> out;
@@ -112,6 +123,10 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   spec.upstream_dns =
       req.sandbox.upstream_dns.empty() ? host_resolvers(report) : req.sandbox.upstream_dns;
   spec.egress_network = req.sandbox.egress_network;
+  spec.home = req.home;
+  spec.home_cache_key = req.home_cache_key;
+  spec.decision_ring = req.sandbox.test_decision_ring;
+  spec.decision_log_max_bytes = req.sandbox.test_log_max_bytes;
   auto user = sandbox_options_for_invoker();
   spec.uid = ::getuid() == 0 ? user.uid : ::getuid();
   spec.gid = ::getuid() == 0 ? user.gid : ::getgid();

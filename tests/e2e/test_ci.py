@@ -55,6 +55,16 @@ class CiTest(unittest.TestCase):
         project = hashlib.sha256(os.path.realpath(self.ws.project).encode()).hexdigest()[:16]
         return h.left_over("dev.vibepit.project=" + project)
 
+    def wait_until_started(self, p):
+        """Read the job's stdout until it prints "started" (up to two minutes)."""
+        deadline = time.monotonic() + 120
+        line = ""
+        while time.monotonic() < deadline and "started" not in line:
+            line = p.stdout.readline()
+            if p.poll() is not None:
+                break
+        self.assertIn("started", line, p.stderr.read() if p.poll() is not None else "")
+
     def path(self, name):
         return os.path.join(self.ws.project, name)
 
@@ -201,13 +211,7 @@ class CiTest(unittest.TestCase):
         p = self.ws.vibepit_popen(INTERNET, ["ci", "-q"] + DNS + [
             "-a", "a.pkg.test:443", "--report", "report.json", "--",
             "bash", "-c", PRELUDE + 'connect a.pkg.test:443; echo started; sleep 120'])
-        deadline = time.monotonic() + 120
-        line = ""
-        while time.monotonic() < deadline and "started" not in line:
-            line = p.stdout.readline()
-            if p.poll() is not None:
-                break
-        self.assertIn("started", line, p.stderr.read() if p.poll() is not None else "")
+        self.wait_until_started(p)
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=60)
         self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
@@ -226,6 +230,83 @@ class CiTest(unittest.TestCase):
         self.assertIsNone(doc["command_exit"]["status"])
         self.assertIn("no-such-preset", doc["command_exit"]["error"])
         self.assertEqual(doc["destinations"], [])
+
+    # ------------------------------------------------------------------ the report is complete or says not
+
+    def test_a_denial_outlives_the_log_rotating_and_the_ring_wrapping(self):
+        # The proxy's log rotates past 64 KiB here and its ring keeps 128 records, so the
+        # denial leaves both long before the job ends: the report is made from the live
+        # decision stream, and still has it.
+        job = ('echo "unlisted $(connect other.test:443)"\n'
+               'for i in $(seq 300); do curl -s -o /dev/null --max-time 5 http://a.pkg.test/$i'
+               ' || exit 20; done')
+        r = self.ci(["-a", "a.pkg.test:80", "--report", "report.json", "--fail-on-deny"], job, 3,
+                    extra_env={"VIBEPIT_TEST_DECISION_LOG_MAX_BYTES": "65536",
+                               "VIBEPIT_TEST_DECISION_RING": "128"})
+        self.assertEqual(r.stdout, "unlisted 403\n")
+        doc = self.report()
+        self.assertTrue(doc["complete"], doc["incomplete_reasons"])
+        self.assertEqual(self.dest(doc, "connect", "other.test")["verdict"], "deny")
+        self.assertEqual(self.dest(doc, "http", "a.pkg.test", 80)["allowed"], 300)
+        self.assertGreaterEqual(doc["records"]["received"], 301)
+        session = os.path.join(self.ws.sessions_dir(), os.listdir(self.ws.sessions_dir())[0])
+        self.assertTrue(os.path.exists(os.path.join(session, "log", "decisions.ndjson.1")),
+                        "the log did not rotate: the test proves nothing")
+
+    def test_a_proxy_that_dies_makes_the_report_incomplete_and_the_job_fail(self):
+        # In audit mode too: the job ends well, and nothing was denied, but the report
+        # cannot show what the job did after the proxy died.
+        p = self.ws.vibepit_popen(INTERNET, ["ci", "-q"] + DNS + [
+            "--mode", "audit", "--report", "report.json", "--format", "junit", "--",
+            "bash", "-c", PRELUDE + 'connect a.pkg.test:443; echo; echo started\n'
+            'for i in $(seq 100); do [ "$(connect a.pkg.test:443)" = 200 ] || exit 0; sleep 0.2;'
+            ' done; exit 9'])
+        self.wait_until_started(p)
+        proxies = h.sh("docker", "ps", "-q", "--filter", "label=dev.vibepit.test=e2e",
+                       "--filter", "label=dev.vibepit.role=proxy").stdout.split()
+        self.assertEqual(len(proxies), 1, proxies)
+        h.sh("docker", "kill", proxies[0])
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 4, err)
+        self.assertIn("the report is incomplete", err)
+        with open(os.path.join(self.ws.sessions_dir(), os.listdir(self.ws.sessions_dir())[0],
+                               "report.json")) as f:
+            doc = json.load(f)
+        self.assertEqual(doc["command_exit"]["status"], 0)
+        self.assertFalse(doc["complete"])
+        reasons = " / ".join(doc["incomplete_reasons"])
+        self.assertIn("stopped before its final counters", reasons)
+        self.assertIn("the proxy exited with status 137", reasons)
+        suite = ET.parse(self.path("report.json")).getroot().find("testsuite")
+        self.assertEqual(suite.get("errors"), "1")
+        self.assertEqual(self.left_over(), [])
+
+    # ------------------------------------------------------------------ the home
+
+    def test_a_jobs_home_is_gone_for_the_next_job_unless_it_names_a_cache(self):
+        plant = "git config --global url.https://evil.test/.insteadOf https://github.com/"
+        look = "git config --global --get url.https://evil.test/.insteadOf && exit 9; exit 0"
+        self.ci([], plant, 0)
+        self.ci([], look, 0)                                    # a fresh home: nothing there
+        self.addCleanup(self.remove_volumes)
+        self.ci(["--cache-home", "deps"], plant, 0)
+        self.ci(["--cache-home", "deps"], look, 9)              # the named cache keeps it
+        self.ci(["--cache-home", "other"], look, 0)             # another key, another home
+        self.assertEqual(self.volumes("dev.vibepit.role=session-home"), [])
+        self.assertEqual(len(self.volumes("dev.vibepit.role=cache-home")), 2)
+        r = self.ws.vibepit(INTERNET, ["ci", "--cache-home", "../x", "--", "true"])
+        self.assertEqual(r.returncode, 105, r.stderr)   # CLI11's validation error (docs/cli.md)
+        self.assertIn("a key is 1 to 64 of the characters", r.stderr)
+
+    def volumes(self, label):
+        import hashlib
+        project = hashlib.sha256(os.path.realpath(self.ws.project).encode()).hexdigest()[:16]
+        return h.sh("docker", "volume", "ls", "-q", "--filter", "label=dev.vibepit.project=" +
+                    project, "--filter", "label=" + label).stdout.split()
+
+    def remove_volumes(self):
+        for v in self.volumes("dev.vibepit.test=e2e"):
+            h.sh("docker", "volume", "rm", "-f", v, check=False)
 
     def test_report_path_is_never_followed_through_a_symlink(self):
         outside = os.path.join(self.ws.root, "outside.txt")

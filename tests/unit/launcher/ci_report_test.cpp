@@ -224,6 +224,31 @@ TEST(CiReport, JunitOneFailurePerDeniedDestination) {
       << xml;
 }
 
+TEST(CiReport, AnIncompleteReportSaysWhyInEveryForm) {
+  CiReport r = sample(CiMode::enforce);
+  EXPECT_TRUE(Json::parse(to_json(r))["complete"].get<bool>());
+  r.incomplete = {"3 decision records were dropped by the proxy",
+                  "error from elsewhere: [click](http://x.test) <b>`|"};
+  r.records_dropped = 3;
+  const auto j = Json::parse(to_json(r));
+  EXPECT_FALSE(j["complete"].get<bool>());
+  EXPECT_EQ(j["incomplete_reasons"].size(), 2u);
+  EXPECT_EQ(j["records"]["dropped"], 3);
+
+  const std::string md = to_markdown(r);
+  EXPECT_NE(md.find("This report is incomplete"), std::string::npos) << md;
+  EXPECT_NE(md.find("- 3 decision records were dropped by the proxy\n"), std::string::npos) << md;
+  // Bytes from elsewhere open no markup: no link, no HTML, no code span, no table cell.
+  for (const char* bad : {"[click]", "](", "<b>", "`|"})
+    EXPECT_EQ(md.find(bad), std::string::npos) << bad << "\n" << md;
+
+  const std::string xml = to_junit(r);
+  EXPECT_NE(xml.find("errors=\"1\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<testcase classname=\"vibepit.report\" name=\"complete\">"),
+            std::string::npos)
+      << xml;
+}
+
 TEST(CiReport, Modes) {
   for (CiMode m : {CiMode::enforce, CiMode::audit, CiMode::learn})
     EXPECT_EQ(parse_ci_mode(to_string(m)), m);

@@ -13,6 +13,9 @@
 namespace vibepit::launcher {
 
 inline constexpr int kCiReportVersion = 1;
+// Destinations one report lists at most; records for more make it incomplete. A job that
+// reaches for this many names is flooding, and the launcher's memory stays bounded.
+inline constexpr std::size_t kMaxDestinations = 100'000;
 
 enum class CiMode { enforce, audit, learn };
 std::string_view to_string(CiMode m);
@@ -49,8 +52,14 @@ struct CiReport {
   std::string started, finished;  // RFC 3339
   std::uint64_t generation = 0;   // the highest rule generation any decision was made with
   CommandOutcome outcome;
-  std::vector<Destination> destinations;  // sorted: denied first, then by protocol, host, port
-  std::uint64_t skipped_lines = 0;        // lines of the log that were not decision records
+  std::vector<Destination> destinations;      // sorted: denied first, then by protocol, host, port
+  std::uint64_t skipped_lines = 0;            // lines of the log that were not decision records
+  std::uint64_t destinations_over_limit = 0;  // records past kMaxDestinations, not listed
+  // Where the records came from, and why the report may not hold all of them: empty
+  // `incomplete` means every record the proxy made is in it.
+  std::uint64_t records_received = 0, records_missing = 0, records_dropped = 0;
+  std::uint64_t records_unwritten = 0;  // the proxy's log file could not take them (not lost)
+  std::vector<std::string> incomplete;
   bool fail_on_deny = false;
   int exit_status = 0;                                   // what vibepit ci exits with
   std::string exit_reason;                               // one line: why that status
@@ -72,7 +81,8 @@ class DecisionLogReader {
 
  private:
   bool add(std::string_view line);  // false: not a record this report understands
-  Destination& at(const std::string& protocol, const std::string& host, std::uint16_t port);
+  // The destination's entry, made when new; nullptr past kMaxDestinations.
+  Destination* at(const std::string& protocol, const std::string& host, std::uint16_t port);
 
   CiReport& r_;
   std::map<std::tuple<std::string, std::string, std::uint16_t>, std::size_t> index_;

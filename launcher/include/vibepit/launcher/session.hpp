@@ -36,7 +36,19 @@ struct SessionSpec {
   std::string subnet_pool = "10.219.0.0/16";
   // Test-only: an existing network (e.g. the test's fake internet) as the egress network.
   std::string egress_network;
+  // Where the sandbox's home comes from: the project's volume, kept from session to session
+  // (vibepit run); a volume of this session's own, removed with it, so nothing one CI job
+  // writes there reaches the next (vibepit ci); or a cache named by a key, kept for the next
+  // job that names it (vibepit ci --cache-home KEY).
+  enum class Home { project, session, cache };
+  Home home = Home::project;
+  std::string home_cache_key;  // Home::cache: [A-Za-z0-9._-], 1 to 64 characters
+  // The proxy's decision-ring and decision-log-max-bytes; 0 leaves its defaults.
+  std::uint64_t decision_ring = 0, decision_log_max_bytes = 0;
 };
+
+// What --cache-home takes: 1 to 64 of [A-Za-z0-9._-]. Throws std::invalid_argument.
+void check_cache_key(const std::string& key);
 
 inline constexpr int kProxyPort = 3128;
 inline constexpr int kControlPort = 8443;
@@ -61,6 +73,7 @@ class Session {
  private:
   std::string proxy_config() const;
   std::vector<std::string> sandbox_env() const;
+  std::string home_volume();  // the volume for the sandbox's home (found or made)
 
   docker::Client& docker_;
   SessionSpec spec_;

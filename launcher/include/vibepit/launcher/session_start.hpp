@@ -24,7 +24,14 @@ struct SandboxSettings {
   std::vector<std::string> upstream_dns;  // empty: the host's resolvers
   std::string egress_network;             // test-only (VIBEPIT_TEST_EGRESS_NETWORK)
   std::filesystem::path sessions_root;    // empty: $XDG_STATE_HOME/vibepit/sessions
+  // Test-only (VIBEPIT_TEST_DECISION_RING, VIBEPIT_TEST_DECISION_LOG_MAX_BYTES): the
+  // proxy's decision-ring and decision-log-max-bytes, so a test can make a ring evict or a
+  // log rotate with a few hundred requests. 0: the proxy's defaults.
+  std::uint64_t test_decision_ring = 0, test_log_max_bytes = 0;
 };
+
+// SandboxSettings' test-only fields, from the environment (see there).
+void apply_test_settings(SandboxSettings& s);
 
 struct SessionRequest {
   Project project;
@@ -34,6 +41,8 @@ struct SessionRequest {
   bool stdin_open = true;  // attach the sandbox's stdin (vibepit ci: no)
   SandboxSettings sandbox;
   policy::Mode mode = policy::Mode::enforce;
+  SessionSpec::Home home = SessionSpec::Home::project;
+  std::string home_cache_key;  // Home::cache
 };
 
 struct StartedSession {
