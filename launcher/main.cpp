@@ -26,8 +26,10 @@ void add_session_options(CLI::App* cmd, std::vector<std::string>& allow_http,
   cmd->add_option("-p,--preset", presets, "add a built-in preset's rules")->allow_extra_args(false);
   cmd->add_option("--image", s.image, "run this image instead of the default sandbox");
   cmd->add_option("--memory", s.memory, "the sandbox's memory limit (default 4g)");
-  cmd->add_option("--cpus", s.cpus, "the sandbox's CPU limit (default: none)")
-      ->check(CLI::Range(0.01, 1024.0));
+  cmd->add_option("--cpus", s.cpus,
+                  "the sandbox's CPU limit (default: the host's CPUs but one, at least 1; "
+                  "0: no limit)")
+      ->check(CLI::Range(0.0, 1024.0));
   cmd->add_option("--upstream-dns", s.upstream_dns,
                   "resolvers the proxy asks (default: the host's)")
       ->allow_extra_args(false);

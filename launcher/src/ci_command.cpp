@@ -247,7 +247,7 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
   Project project;
   try {
     const char* home = std::getenv("HOME");
-    project = resolve_project(o.path, home ? home : "");
+    project = resolve_project(o.path, home ? home : "", state_dir_for(o.sandbox.sessions_root));
     rep.project = project.root.string();
     SessionRequest req;
     req.project = project;

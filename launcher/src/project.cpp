@@ -4,8 +4,10 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <array>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 
@@ -14,7 +16,17 @@
 namespace vibepit::launcher {
 namespace fs = std::filesystem;
 
-Project resolve_project(const fs::path& given, const std::string& home) {
+namespace {
+
+// `inner` is `outer` or lies beneath it (both absolute and without symlinks).
+bool within(const fs::path& inner, const fs::path& outer) {
+  auto [o, i] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
+  return o == outer.end() || (std::next(o) == outer.end() && o->empty());
+}
+
+}  // namespace
+
+Project resolve_project(const fs::path& given, const std::string& home, const fs::path& state_dir) {
   std::error_code ec;
   fs::path dir = fs::canonical(given.empty() ? fs::current_path() : given, ec);
   if (ec) throw std::runtime_error("project " + given.string() + ": " + ec.message());
@@ -37,6 +49,16 @@ Project resolve_project(const fs::path& given, const std::string& home) {
     std::error_code hec;
     auto h = fs::canonical(home, hec);
     if (!hec && dir == h) refuse("it is your home directory (dotfiles, keys, credentials)");
+    if (!hec && within(h, dir))
+      refuse("it holds your home directory " + h.string() + " (dotfiles, keys, credentials)");
+  }
+  if (!state_dir.empty()) {
+    std::error_code sec;
+    const auto st = fs::weakly_canonical(fs::absolute(state_dir), sec);
+    if (!sec && (within(st, dir) || within(dir, st)))
+      refuse("it " + std::string(within(st, dir) ? "holds" : "lies in") +
+             " vibepit's state directory " + st.string() +
+             " (session credentials, approved rules), which the sandbox must not reach");
   }
   static const std::array<const char*, 6> exact = {"/home", "/tmp", "/var",
                                                    "/root", "/srv", "/opt"};

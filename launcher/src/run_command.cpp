@@ -252,7 +252,8 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
   std::unique_lock lock(g.setup);
   try {
     const char* home = std::getenv("HOME");
-    auto project = resolve_project(o.path, home ? home : "");
+    auto project =
+        resolve_project(o.path, home ? home : "", state_dir_for(o.sandbox.sessions_root));
     g.docker = docker::Client::options_from_env();
     auto docker = connect_docker();
     // One set-up at a time per project: a second vibepit run waits here, then finds the

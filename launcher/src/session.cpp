@@ -346,6 +346,10 @@ std::string Session::create_sandbox() {
         {"Memory", spec_.memory},
         {"MemorySwap", spec_.memory},
         {"Dns", {proxy_ip_}},
+        // No IPv6 at all: the session network has none, and no link-local address or router
+        // advertisement on another path may give the agent a way around the proxy.
+        {"Sysctls",
+         {{"net.ipv6.conf.all.disable_ipv6", "1"}, {"net.ipv6.conf.default.disable_ipv6", "1"}}},
         {"Tmpfs", {{"/tmp", "rw,nosuid,nodev,size=1g"}}},
         {"Mounts",
          {{{"Type", "bind"}, {"Source", project}, {"Target", project}},

@@ -80,6 +80,11 @@ void pump(docker::Hijacked h, bool tty, bool forward_stdin) {
   ::close(fd);
 }
 
+double default_cpus() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n > 1 ? static_cast<double>(n - 1) : 1.0;
+}
+
 void apply_test_settings(SandboxSettings& s) {
   auto number = [](const char* name) -> std::uint64_t {
     const char* v = std::getenv(name);
@@ -119,7 +124,7 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   spec.tty = req.tty;
   spec.stdin_open = req.stdin_open;
   spec.memory = parse_memory(req.sandbox.memory);
-  spec.cpus = req.sandbox.cpus;
+  spec.cpus = req.sandbox.cpus < 0 ? default_cpus() : req.sandbox.cpus;
   spec.upstream_dns =
       req.sandbox.upstream_dns.empty() ? host_resolvers(report) : req.sandbox.upstream_dns;
   spec.egress_network = req.sandbox.egress_network;

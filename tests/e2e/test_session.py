@@ -177,13 +177,15 @@ class SessionTest(unittest.TestCase):
         r = self.in_sandbox("grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; id -u; "
                             "touch /usr/vibepit-test 2>/dev/null && echo ROOTFS-WRITABLE; "
                             "touch /tmp/ok && echo TMP-WRITABLE; "
-                            "touch made-in-sandbox && echo PROJECT-WRITABLE")
+                            "touch made-in-sandbox && echo PROJECT-WRITABLE; "
+                            "echo ipv6-off=$(cat /proc/sys/net/ipv6/conf/all/disable_ipv6)")
         self.assertRegex(r.stdout, r"CapEff:\s+0000000000000000")
         self.assertRegex(r.stdout, r"NoNewPrivs:\s+1")
         self.assertIn("\n%d\n" % h.TEST_UID, "\n" + r.stdout)
         self.assertNotIn("ROOTFS-WRITABLE", r.stdout)
         self.assertIn("TMP-WRITABLE", r.stdout)
         self.assertIn("PROJECT-WRITABLE", r.stdout)
+        self.assertIn("ipv6-off=1", r.stdout)
         st = os.stat(os.path.join(self.ws.project, "made-in-sandbox"))
         self.assertEqual((st.st_uid, st.st_gid), (h.TEST_UID, h.TEST_UID))
         inspect = json.loads(h.sh("docker", "inspect", self.sandbox_id()).stdout)[0]
@@ -194,6 +196,9 @@ class SessionTest(unittest.TestCase):
         self.assertTrue(hc["Init"])
         self.assertGreater(hc["PidsLimit"], 0)
         self.assertGreater(hc["Memory"], 0)
+        # A CPU limit by default: all of the host's CPUs but one, and at least one.
+        self.assertEqual(hc["NanoCpus"], max(1, os.cpu_count() - 1) * 10**9)
+        self.assertEqual(hc["Sysctls"]["net.ipv6.conf.all.disable_ipv6"], "1")
         # Only the session network: internal, and no address of the host's on its bridge.
         networks = list(inspect["NetworkSettings"]["Networks"])
         self.assertEqual(len(networks), 1)

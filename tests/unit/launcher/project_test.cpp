@@ -30,6 +30,15 @@ TEST(ProjectTest, GitRootAndRefusals) {
   EXPECT_THROW(resolve_project(base / "plain", (base / "plain").string()), std::runtime_error);
   EXPECT_NO_THROW(resolve_project(base / "plain", base.string()));
   EXPECT_THROW(resolve_project(base / "missing", ""), std::runtime_error);
+  // A project that holds the home, or vibepit's state directory, or lies in that: refused.
+  fs::create_directories(base / "plain/user/.local/state/vibepit/sessions");
+  EXPECT_THROW(resolve_project(base / "plain", (base / "plain/user").string()), std::runtime_error);
+  EXPECT_NO_THROW(resolve_project(base / "plain", (base / "plainer").string()));  // not a prefix
+  const fs::path state = base / "plain/user/.local/state/vibepit";
+  EXPECT_THROW(resolve_project(base / "plain", "", state), std::runtime_error);
+  EXPECT_THROW(resolve_project(state / "sessions", "", state), std::runtime_error);
+  EXPECT_NO_THROW(resolve_project(base / "repo", "", state));
+  EXPECT_NO_THROW(resolve_project(base / "plain", "", base / "plainer/state"));  // not a prefix
   fs::remove_all(base);
 }
 

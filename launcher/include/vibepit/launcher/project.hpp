@@ -14,8 +14,12 @@ struct Project {
 };
 
 // PATH (or the current directory), resolved to its git work tree's root. Refuses "/", the
-// user's home, and system directories with a message saying why. `home` is $HOME.
-Project resolve_project(const std::filesystem::path& given, const std::string& home);
+// user's home or a directory that holds it, vibepit's state directory (session credentials,
+// approvals) or a directory that holds it or lies in it, and system directories, with a
+// message saying why: the sandbox may write the project. `home` is $HOME; `state_dir` is
+// vibepit's ($XDG_STATE_HOME/vibepit), empty when not known.
+Project resolve_project(const std::filesystem::path& given, const std::string& home,
+                        const std::filesystem::path& state_dir = {});
 
 // The host's own interface addresses as /32 and /128 ranges (loopback and IPv6 link-local
 // left out: always blocked anyway). They go into the session proxy's block-cidr.

@@ -31,7 +31,7 @@ struct SessionSpec {
   bool tty = false;
   bool stdin_open = true;                 // the sandbox's stdin is attached (vibepit ci: not)
   std::int64_t memory = 4LL << 30;        // bytes
-  double cpus = 0;                        // 0: no limit
+  double cpus = 0;                        // 0: no limit (SandboxSettings: default_cpus())
   std::vector<std::string> upstream_dns;  // ADDR[:PORT]
   std::string subnet_pool = "10.219.0.0/16";
   // Test-only: an existing network (e.g. the test's fake internet) as the egress network.

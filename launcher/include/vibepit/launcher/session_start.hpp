@@ -20,7 +20,7 @@ namespace vibepit::launcher {
 struct SandboxSettings {
   std::string image;  // empty: the default sandbox image, built when missing
   std::string memory = "4g";
-  double cpus = 0;                        // 0: no limit
+  double cpus = -1;                       // 0: no limit; below 0: default_cpus()
   std::vector<std::string> upstream_dns;  // empty: the host's resolvers
   std::string egress_network;             // test-only (VIBEPIT_TEST_EGRESS_NETWORK)
   std::filesystem::path sessions_root;    // empty: $XDG_STATE_HOME/vibepit/sessions
@@ -29,6 +29,11 @@ struct SandboxSettings {
   // log rotate with a few hundred requests. 0: the proxy's defaults.
   std::uint64_t test_decision_ring = 0, test_log_max_bytes = 0;
 };
+
+// The sandbox's CPU limit unless --cpus says otherwise: the host's CPUs but one (at least
+// one), so that an agent that keeps every core busy leaves the host, the launcher and the
+// proxy a core of their own.
+double default_cpus();
 
 // SandboxSettings' test-only fields, from the environment (see there).
 void apply_test_settings(SandboxSettings& s);
