@@ -122,12 +122,20 @@ int main(int argc, char** argv) {
   ci_cmd->add_option("--policy", ci_policies, "a further network.yaml file to apply")
       ->allow_extra_args(false);
   add_session_options(ci_cmd, ci.allow_http, ci.allow_dns, ci.presets, ci.sandbox);
-  ci_cmd->add_option("--report", ci.report, "write the report to FILE");
+  // A file's name, not a directory's: the report and the learned rules are written by name.
+  const auto names_a_file = [](const std::string& s) {
+    const auto f = std::filesystem::path(s).filename();
+    return f.empty() || f == "." || f == ".." ? std::string("names a directory, not a file")
+                                              : std::string();
+  };
+  ci_cmd->add_option("--report", ci.report, "write the report to FILE")->check(names_a_file);
   ci_cmd->add_option("--format", ci_format, "the report's format: json, markdown, junit")
       ->check(CLI::IsMember({"json", "markdown", "junit"}));
-  ci_cmd->add_option("--learn-file", ci.learn_file,
-                     "learn mode: where the proposed rules go "
-                     "(default: .vibepit/network.learned.yaml in the project)");
+  ci_cmd
+      ->add_option("--learn-file", ci.learn_file,
+                   "learn mode: where the proposed rules go "
+                   "(default: .vibepit/network.learned.yaml in the project)")
+      ->check(names_a_file);
   ci_cmd->add_flag("--fail-on-deny", ci.fail_on_deny,
                    "exit 3 when the command exits 0 but something was denied");
   ci_cmd

@@ -7,11 +7,13 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
 #include <optional>
 #include <ostream>
+#include <string_view>
 #include <thread>
 
 #include "vibepit/control/client.hpp"
@@ -145,6 +147,31 @@ class Follower {
   std::thread thread_;  // last: it starts once the rest is made
 };
 
+// In GitHub Actions, the runner takes "::command::" lines in a step's output as workflow
+// commands: the job could mask vibepit's own lines (add-mask), forge its annotations or set
+// outputs and environment for later steps. While the job's output passes through, they are
+// switched off with a token the job never sees (::stop-commands::), and back on after.
+class WorkflowCommandsOff {
+ public:
+  WorkflowCommandsOff() {
+    const char* gha = std::getenv("GITHUB_ACTIONS");
+    if (gha == nullptr || std::string_view(gha) != "true") return;
+    token_ = control::new_session_id() + control::new_session_id();
+    say("::stop-commands::" + token_ + "\n");
+  }
+  ~WorkflowCommandsOff() {
+    if (!token_.empty()) say("::" + token_ + "::\n");
+  }
+  WorkflowCommandsOff(const WorkflowCommandsOff&) = delete;
+  WorkflowCommandsOff& operator=(const WorkflowCommandsOff&) = delete;
+
+ private:
+  static void say(const std::string& line) {
+    (void)!::write(STDOUT_FILENO, line.data(), line.size());
+  }
+  std::string token_;
+};
+
 // Stops the proxy (gracefully: it writes its last records and ends the stream) and notes in
 // the report whether it ended well.
 void stop_proxy(docker::Client& docker, const std::string& proxy_id, CiReport& rep,
@@ -243,11 +270,20 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
   std::optional<StartedSession> started;
   std::optional<docker::Client> docker;
   std::optional<Follower> follower;
+  // Where the report and the learned rules go, opened before the job can plant symlinks.
+  std::optional<OutputDir> report_dir, learn_dir;
+  const fs::path learn_path =
+      o.learn_file.empty() ? fs::path(".vibepit") / "network.learned.yaml" : o.learn_file;
   fs::path session_dir;
   Project project;
   try {
     const char* home = std::getenv("HOME");
     project = resolve_project(o.path, home ? home : "", state_dir_for(o.sandbox.sessions_root));
+    if (!o.report.empty()) report_dir.emplace(o.report.parent_path(), project.root);
+    if (o.mode == CiMode::learn)
+      learn_dir.emplace(
+          o.learn_file.empty() ? project.root / learn_path.parent_path() : learn_path.parent_path(),
+          project.root);
     rep.project = project.root.string();
     SessionRequest req;
     req.project = project;
@@ -279,7 +315,10 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
     auto h = docker->container_attach(started->sandbox_id, false, true, true);
     docker->container_start(started->sandbox_id);
     if (report) report("running " + rep.command.front() + " in the sandbox");
-    pump(std::move(h), false, false);
+    {
+      const WorkflowCommandsOff off;
+      pump(std::move(h), false, false);
+    }
     const int status = docker->container_wait(started->sandbox_id);
     if (g_stop.signal.load() == 0) rep.outcome.status = status;
   } catch (const Interrupted&) {
@@ -308,17 +347,20 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
     std::ofstream f(session_dir / "report.json", std::ios::trunc);
     f << to_json(rep);
   }
-  const fs::path report_path = o.report.empty() ? fs::path() : fs::absolute(o.report);
+  fs::path report_path;
   try {
-    if (!report_path.empty()) write_untrusted_file(report_path, render(rep, o.format));
-    if (o.mode == CiMode::learn && !project.root.empty()) {
-      const fs::path learned = o.learn_file.empty()
-                                   ? project.root / ".vibepit" / "network.learned.yaml"
-                                   : fs::absolute(o.learn_file);
-      write_untrusted_file(learned,
-                           proposal_yaml({rep.proposal_http, rep.proposal_dns},
-                                         "`" + rep.command.front() + "` at " + rep.finished));
-      err << "vibepit ci: proposed rules written to " << learned.string() << "\n";
+    if (!o.report.empty()) {
+      // Not opened before the run only when the run never started: nothing was planted.
+      if (!report_dir) report_dir.emplace(o.report.parent_path(), project.root);
+      report_path = report_dir->path() / o.report.filename();
+      report_dir->write(o.report.filename().string(), render(rep, o.format));
+    }
+    if (learn_dir) {
+      learn_dir->write(learn_path.filename().string(),
+                       proposal_yaml({rep.proposal_http, rep.proposal_dns},
+                                     "`" + rep.command.front() + "` at " + rep.finished));
+      err << "vibepit ci: proposed rules written to "
+          << (learn_dir->path() / learn_path.filename()).string() << "\n";
     }
   } catch (const std::exception& e) {
     err << "vibepit ci: writing the report: " << e.what() << "\n";

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace vibepit::launcher {
 namespace fs = std::filesystem;
@@ -91,32 +92,96 @@ std::optional<std::string> read_untrusted_file(const fs::path& path, std::size_t
   return out;
 }
 
-void write_untrusted_file(const fs::path& path, const std::string& content) {
-  Fd dir(open_parent(path, true));
-  const std::string name = path.filename().string();
+namespace {
+
+// Replace `name` in the directory `dir` (shown as `shown`) atomically.
+void write_at(int dir, const std::string& name, const std::string& content, const fs::path& shown) {
   const std::string tmp = name + ".tmp";
+  const fs::path shown_tmp = shown.parent_path() / tmp;
   // Whatever sits at the temporary's name (a planted symlink, a stale file) goes; unlinkat
   // removes a link itself, never what it points at. O_EXCL then refuses anything new there.
-  if (::unlinkat(dir.fd, tmp.c_str(), 0) != 0 && errno != ENOENT)
-    fail("cannot replace " + (path.parent_path() / tmp).string(), errno);
-  Fd f(::openat(dir.fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (f.fd < 0) fail("cannot write " + (path.parent_path() / tmp).string(), errno);
+  if (::unlinkat(dir, tmp.c_str(), 0) != 0 && errno != ENOENT)
+    fail("cannot replace " + shown_tmp.string(), errno);
+  Fd f(::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (f.fd < 0) fail("cannot write " + shown_tmp.string(), errno);
   std::size_t off = 0;
   while (off < content.size()) {
     const ssize_t n = ::write(f.fd, content.data() + off, content.size() - off);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = errno;
-      ::unlinkat(dir.fd, tmp.c_str(), 0);
-      fail("cannot write " + path.string(), err);
+      ::unlinkat(dir, tmp.c_str(), 0);
+      fail("cannot write " + shown.string(), err);
     }
     off += static_cast<std::size_t>(n);
   }
-  if (::fsync(f.fd) != 0 || ::renameat(dir.fd, tmp.c_str(), dir.fd, name.c_str()) != 0) {
+  if (::fsync(f.fd) != 0 || ::renameat(dir, tmp.c_str(), dir, name.c_str()) != 0) {
     const int err = errno;
-    ::unlinkat(dir.fd, tmp.c_str(), 0);
-    fail("cannot write " + path.string(), err);
+    ::unlinkat(dir, tmp.c_str(), 0);
+    fail("cannot write " + shown.string(), err);
   }
+}
+
+// `rel` opened component by component from `from` (shown as `shown`), no component
+// followed if it is a symlink, each made when missing.
+int open_beneath(int from, const fs::path& rel, const fs::path& shown) {
+  int fd = ::dup(from);
+  if (fd < 0) fail("cannot open " + shown.string(), errno);
+  fs::path walked = shown;
+  for (const auto& part : rel) {
+    const std::string c = part.string();
+    if (c.empty() || c == ".") continue;
+    Fd up(fd);
+    fd = ::openat(up.fd, c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+      if (::mkdirat(up.fd, c.c_str(), 0755) != 0 && errno != EEXIST)
+        fail("cannot create " + (walked / c).string(), errno);
+      fd = ::openat(up.fd, c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    walked /= c;
+    if (fd < 0) {
+      if (errno == ELOOP || errno == ENOTDIR)
+        fail(walked.string() + " is not a directory (a symlink is not followed here)");
+      fail("cannot open " + walked.string(), errno);
+    }
+  }
+  return fd;
+}
+
+}  // namespace
+
+void write_untrusted_file(const fs::path& path, const std::string& content) {
+  Fd dir(open_parent(path, true));
+  write_at(dir.fd, path.filename().string(), content, path);
+}
+
+OutputDir::OutputDir(const fs::path& dir, const fs::path& anchor) {
+  std::error_code ec;
+  const fs::path cwd = dir.is_absolute() ? fs::path() : fs::canonical(fs::current_path(), ec);
+  if (ec) fail("cannot find the current directory", ec.value());
+  dir_ = (dir.is_absolute() ? dir : cwd / dir).lexically_normal();
+  const fs::path rel = dir_.lexically_relative(anchor);
+  if (!anchor.empty() && !rel.empty() && *rel.begin() != "..") {
+    Fd root(::open(anchor.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (root.fd < 0) fail("cannot open " + anchor.string(), errno);
+    fd_ = open_beneath(root.fd, rel, anchor);
+    return;
+  }
+  fs::create_directories(dir_, ec);
+  if (ec) fail("cannot create " + dir_.string(), ec.value());
+  fd_ = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0) fail("cannot open " + dir_.string(), errno);
+}
+
+OutputDir::~OutputDir() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+OutputDir::OutputDir(OutputDir&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), dir_(std::move(other.dir_)) {}
+
+void OutputDir::write(const std::string& name, const std::string& content) const {
+  write_at(fd_, name, content, dir_ / name);
 }
 
 }  // namespace vibepit::launcher

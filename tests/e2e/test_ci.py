@@ -308,6 +308,31 @@ class CiTest(unittest.TestCase):
         for v in self.volumes("dev.vibepit.test=e2e"):
             h.sh("docker", "volume", "rm", "-f", v, check=False)
 
+    def test_a_job_that_swaps_the_report_directory_for_a_symlink_writes_nothing_outside(self):
+        # The report's directory is opened before the job starts; the job then moves it away
+        # and plants a link to a directory outside the checkout in its place.
+        outside = os.path.join(self.ws.root, "outside")
+        os.makedirs(os.path.join(outside, "sub"))
+        job = "mv out out.orig && ln -s %s out" % outside
+        self.ci(["--report", "out/sub/report.json", "--mode", "learn",
+                 "--learn-file", "out/learned.yaml"], job, 0)
+        self.assertEqual(os.listdir(outside), ["sub"])
+        self.assertEqual(os.listdir(os.path.join(outside, "sub")), [])
+        self.assertTrue(os.path.isfile(self.path("out.orig/sub/report.json")))
+        self.assertTrue(os.path.isfile(self.path("out.orig/learned.yaml")))
+
+    def test_in_github_actions_the_job_cannot_issue_workflow_commands(self):
+        # The runner would take these as commands: mask vibepit's own lines, forge an error.
+        r = self.ci([], 'echo "::add-mask::vibepit"; echo "::error::forged"', 0,
+                    extra_env={"GITHUB_ACTIONS": "true"})
+        lines = r.stdout.splitlines()
+        self.assertRegex(lines[0], r"^::stop-commands::[0-9a-f]{24}$", r.stdout)
+        token = lines[0].split("::")[2]
+        self.assertEqual(lines[1:], ["::add-mask::vibepit", "::error::forged", "::%s::" % token])
+        # Elsewhere the output passes through as it is.
+        r = self.ci([], 'echo "::error::x"', 0)
+        self.assertEqual(r.stdout, "::error::x\n")
+
     def test_report_path_is_never_followed_through_a_symlink(self):
         outside = os.path.join(self.ws.root, "outside.txt")
         with open(outside, "w") as f:

@@ -25,4 +25,30 @@ std::optional<std::string> read_untrusted_file(const std::filesystem::path& path
 // A symlink in place of the directory, the file or the temporary is never followed.
 void write_untrusted_file(const std::filesystem::path& path, const std::string& content);
 
+// A directory that files are written into later (vibepit ci's report and learned rules).
+// Inside `anchor` (the project, which the sandbox can write), the path is taken lexically
+// and every component below the anchor is opened with O_NOFOLLOW, made (mode 0755) when
+// missing: no symlink the sandbox planted is ever followed. Outside it the path is the
+// user's own, opened as given. Open it before the sandbox runs: the descriptor keeps naming
+// that directory, whatever the sandbox renames or replaces afterwards. Throws
+// UntrustedFileError.
+class OutputDir {
+ public:
+  // `dir` absolute or relative to the current directory; `anchor` absolute, no symlinks.
+  OutputDir(const std::filesystem::path& dir, const std::filesystem::path& anchor);
+  ~OutputDir();
+  OutputDir(OutputDir&& other) noexcept;
+  OutputDir& operator=(OutputDir&&) = delete;
+  OutputDir(const OutputDir&) = delete;
+  OutputDir& operator=(const OutputDir&) = delete;
+
+  // Replace `name`'s content atomically, as write_untrusted_file() does.
+  void write(const std::string& name, const std::string& content) const;
+  const std::filesystem::path& path() const { return dir_; }
+
+ private:
+  int fd_ = -1;
+  std::filesystem::path dir_;
+};
+
 }  // namespace vibepit::launcher
