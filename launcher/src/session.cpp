@@ -1,5 +1,6 @@
 #include "vibepit/launcher/session.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -39,14 +40,40 @@ void write_public_file(const fs::path& p, const std::string& text) {
   fs::permissions(p, fs::perms(0644));
 }
 
-std::vector<Subnet4> docker_subnets(docker::Client& docker) {
-  std::vector<Subnet4> out;
+// An address as a one-address block-cidr entry ("A/32", "B/128"); "" when it is not one.
+std::string host_range(const std::string& text) {
+  in_addr a4{};
+  in6_addr a6{};
+  if (::inet_pton(AF_INET, text.c_str(), &a4) == 1) return text + "/32";
+  if (::inet_pton(AF_INET6, text.c_str(), &a6) == 1) return text + "/128";
+  return {};
+}
+
+// What the engine's networks hold: their subnets, which a new session network must not
+// overlap, and their gateways, the engine host's own addresses on its bridges. Those are the
+// host's even when this launcher runs somewhere else (in a container, or beside a remote or
+// rootless engine) and cannot see them among its own interfaces.
+struct EngineNetworks {
+  std::vector<Subnet4> subnets;
+  std::vector<std::string> host_ranges;
+};
+
+EngineNetworks engine_networks(docker::Client& docker) {
+  EngineNetworks out;
   for (const auto& n : docker.get("/networks")) {
     if (!n.contains("IPAM") || !n["IPAM"].contains("Config") || !n["IPAM"]["Config"].is_array())
       continue;
-    for (const auto& c : n["IPAM"]["Config"])
-      if (auto s = parse_subnet4(c.value("Subnet", ""))) out.push_back(*s);
+    for (const auto& c : n["IPAM"]["Config"]) {
+      if (!c.is_object()) continue;
+      if (auto s = parse_subnet4(c.value("Subnet", ""))) out.subnets.push_back(*s);
+      if (auto r = host_range(c.value("Gateway", "")); !r.empty()) out.host_ranges.push_back(r);
+    }
   }
+  // A swarm node's own address, when the engine is one.
+  const auto info = docker.get("/info");
+  if (info.contains("Swarm") && info["Swarm"].is_object())
+    if (auto r = host_range(info["Swarm"].value("NodeAddr", "")); !r.empty())
+      out.host_ranges.push_back(r);
   return out;
 }
 
@@ -93,7 +120,9 @@ void Session::create_networks() {
   auto pool = parse_subnet4(spec_.subnet_pool);
   if (!pool) throw std::runtime_error("subnet pool " + spec_.subnet_pool + ": not an IPv4 CIDR");
   std::vector<Subnet4> taken = host_routes();
-  for (const auto& s : docker_subnets(docker_)) taken.push_back(s);
+  const EngineNetworks engine = engine_networks(docker_);
+  for (const auto& s : engine.subnets) taken.push_back(s);
+  engine_host_ranges_ = engine.host_ranges;
   const std::uint64_t seed = std::stoull(spec_.id.substr(0, 8), nullptr, 16);
 
   // Docker may still refuse a subnet it holds in a pool we cannot see: try a few.
@@ -164,6 +193,14 @@ void Session::create_networks() {
   }
 }
 
+std::vector<std::string> Session::block_ranges() const {
+  std::vector<std::string> out = host_address_ranges();
+  out.insert(out.end(), engine_host_ranges_.begin(), engine_host_ranges_.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::string Session::proxy_config() const {
   Json cfg = {
       {"proxy-listen", {proxy_ip_ + ":" + std::to_string(kProxyPort)}},
@@ -172,7 +209,7 @@ std::string Session::proxy_config() const {
       {"allow-http", spec_.allow_http},
       {"allow-dns", spec_.allow_dns},
       {"mode", policy::to_string(spec_.mode)},
-      {"block-cidr", host_address_ranges()},
+      {"block-cidr", block_ranges()},
       {"decision-log", std::string(kLogDirInContainer) + "/decisions.ndjson"},
       {"threads", 1},
   };

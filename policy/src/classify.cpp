@@ -32,6 +32,9 @@ constexpr V4Special kV4[] = {
     {0xC6120000, 0xFFFE0000, "198.18.0.0/15", "benchmarking", false},
     {0xE0000000, 0xF0000000, "224.0.0.0/4", "multicast", false},
     {0xF0000000, 0xF0000000, "240.0.0.0/4", "reserved", false},  // incl. 255.255.255.255
+    // Azure's host endpoint (DHCP, DNS, health, the guest agent's wire server): a public
+    // address that reaches the machine's own host, as the metadata address does elsewhere.
+    {0xA83F8110, 0xFFFFFFFF, "168.63.129.16/32", "cloud-host", false},
 };
 
 struct V6Special {

@@ -6,6 +6,7 @@ import json
 import os
 import select
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -149,6 +150,21 @@ class FaultTest(unittest.TestCase):
         p.wait(60)
         p.stdout.close()
         p.stderr.close()
+        self.assertEqual(self.created(), [])
+
+    def test_a_launcher_in_another_namespace_still_blocks_the_engine_host(self):
+        # vibepit in a network namespace of its own (as in a container, or beside a remote or
+        # rootless engine) sees none of the host's interfaces; the proxy must still refuse the
+        # engine host's addresses, which the engine's network gateways are.
+        argv = ["unshare", "--net", "--"] + self.ws.argv(
+            ["run", "-q", "-T", "--image", BUSYBOX, "--upstream-dns", h.DNS_ADDR, "--", "true"])
+        r = subprocess.run(argv, env=self.ws.env(INTERNET), cwd=self.ws.project, text=True,
+                           capture_output=True, timeout=180, stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        (session,) = os.listdir(self.ws.sessions_dir())
+        with open(os.path.join(self.ws.sessions_dir(), session, "proxy.json")) as f:
+            blocked = json.load(f)["block-cidr"]
+        self.assertIn(h.GATEWAY + "/32", blocked)   # the fake internet's bridge, on the host
         self.assertEqual(self.created(), [])
 
 

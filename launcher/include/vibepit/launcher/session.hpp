@@ -72,6 +72,9 @@ class Session {
 
  private:
   std::string proxy_config() const;
+  // The host's addresses for the proxy's block-cidr: this namespace's interfaces, and the
+  // gateways of the engine's networks (create_networks() reads them).
+  std::vector<std::string> block_ranges() const;
   std::vector<std::string> sandbox_env() const;
   std::string home_volume();  // the volume for the sandbox's home (found or made)
 
@@ -80,6 +83,7 @@ class Session {
   Report report_;
   std::string session_net_, egress_net_;
   std::string proxy_ip_, proxy_egress_ip_, sandbox_ip_;
+  std::vector<std::string> engine_host_ranges_;
   std::string proxy_id_, sandbox_id_;
 };
 
