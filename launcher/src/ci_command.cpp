@@ -334,6 +334,7 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
   std::lock_guard lock(g_stop.mu);  // from here on the watcher only waits for a second signal
   if (started) stop_proxy(*docker, started->proxy_id, rep, err);
   if (follower) follower->finish_into(rep);
+  if (started) bring_back_git_and_say(started->spec.git, started->spec.id, "vibepit ci", err);
   rep.finished = now_rfc3339();
   if (o.mode == CiMode::learn) {
     const Proposal p = propose_rules(rep.destinations);

@@ -76,8 +76,8 @@ int Child::wait() {
   return -1;
 }
 
-std::string run_capture(const std::vector<std::string>& argv, int& status) {
-  Child c(argv, Child::Output::pipe);
+std::string run_capture(const std::vector<std::string>& argv, int& status, Child::Output output) {
+  Child c(argv, output);
   std::string out;
   char buf[4096];
   while (std::size_t n = c.read(buf, sizeof buf)) out.append(buf, n);

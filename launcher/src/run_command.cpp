@@ -293,6 +293,7 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
       err << "vibepit: " << e.what() << "\n";
     }
     lock.lock();
+    bring_back_git_and_say(started.spec.git, started.spec.id, "vibepit", err);
     for (const auto& p : remove_session(docker, started.spec.id))
       err << "vibepit: cleanup: " << p << "\n";
     g.session_id.clear();

@@ -398,6 +398,7 @@ std::string Session::create_sandbox() {
       {"NetworkingConfig",
        {{"EndpointsConfig", {{session_net_, {{"IPAMConfig", {{"IPv4Address", sandbox_ip_}}}}}}}}},
   };
+  for (auto& m : git_mounts(spec_.git)) spec["HostConfig"]["Mounts"].push_back(std::move(m));
   if (spec_.cpus > 0) spec["HostConfig"]["NanoCpus"] = static_cast<std::int64_t>(spec_.cpus * 1e9);
   if (!spec_.command.empty()) spec["Cmd"] = spec_.command;
   if (!spec_.default_image)

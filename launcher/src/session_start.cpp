@@ -162,6 +162,11 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   fs::permissions(spec.dir, fs::perms::owner_all);
   on_id(spec.id);
   if (report) report("creating session " + spec.id + " for " + req.project.root.string());
+  // The sandbox gets a copy of the project's .git, never the project's own.
+  spec.git = shield_git(req.project.root, spec.dir, spec.uid, spec.gid);
+  if (report && spec.git.kind == GitShieldState::Kind::hidden)
+    report("the project's .git is hidden from the sandbox (it gets an empty one): " +
+           spec.git.why_hidden);
 
   // 2. Control credentials, made here; the server's half goes to the proxy on its stdin.
   control::CredentialOptions copts;

@@ -57,12 +57,7 @@ class CiTest(unittest.TestCase):
 
     def wait_until_started(self, p):
         """Read the job's stdout until it prints "started" (up to two minutes)."""
-        deadline = time.monotonic() + 120
-        line = ""
-        while time.monotonic() < deadline and "started" not in line:
-            line = p.stdout.readline()
-            if p.poll() is not None:
-                break
+        line = h.wait_for_line(p, "started", 120)
         self.assertIn("started", line, p.stderr.read() if p.poll() is not None else "")
 
     def path(self, name):
@@ -233,6 +228,7 @@ class CiTest(unittest.TestCase):
 
     # ------------------------------------------------------------------ the report is complete or says not
 
+    @h.release_only
     def test_a_denial_outlives_the_log_rotating_and_the_ring_wrapping(self):
         # The proxy's log rotates past 64 KiB here and its ring keeps 128 records, so the
         # denial leaves both long before the job ends: the report is made from the live
@@ -253,6 +249,7 @@ class CiTest(unittest.TestCase):
         self.assertTrue(os.path.exists(os.path.join(session, "log", "decisions.ndjson.1")),
                         "the log did not rotate: the test proves nothing")
 
+    @h.release_only
     def test_a_proxy_that_dies_makes_the_report_incomplete_and_the_job_fail(self):
         # In audit mode too: the job ends well, and nothing was denied, but the report
         # cannot show what the job did after the proxy died.
@@ -283,6 +280,7 @@ class CiTest(unittest.TestCase):
 
     # ------------------------------------------------------------------ the home
 
+    @h.release_only
     def test_a_jobs_home_is_gone_for_the_next_job_unless_it_names_a_cache(self):
         plant = "git config --global url.https://evil.test/.insteadOf https://github.com/"
         look = "git config --global --get url.https://evil.test/.insteadOf && exit 9; exit 0"
@@ -308,6 +306,7 @@ class CiTest(unittest.TestCase):
         for v in self.volumes("dev.vibepit.test=e2e"):
             h.sh("docker", "volume", "rm", "-f", v, check=False)
 
+    @h.release_only
     def test_a_job_that_swaps_the_report_directory_for_a_symlink_writes_nothing_outside(self):
         # The report's directory is opened before the job starts; the job then moves it away
         # and plants a link to a directory outside the checkout in its place.
@@ -321,6 +320,7 @@ class CiTest(unittest.TestCase):
         self.assertTrue(os.path.isfile(self.path("out.orig/sub/report.json")))
         self.assertTrue(os.path.isfile(self.path("out.orig/learned.yaml")))
 
+    @h.release_only
     def test_in_github_actions_the_job_cannot_issue_workflow_commands(self):
         # The runner would take these as commands: mask vibepit's own lines, forge an error.
         r = self.ci([], 'echo "::add-mask::vibepit"; echo "::error::forged"', 0,

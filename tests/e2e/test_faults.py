@@ -152,6 +152,7 @@ class FaultTest(unittest.TestCase):
         p.stderr.close()
         self.assertEqual(self.created(), [])
 
+    @h.release_only
     def test_a_launcher_in_another_namespace_still_blocks_the_engine_host(self):
         # vibepit in a network namespace of its own (as in a container, or beside a remote or
         # rootless engine) sees none of the host's interfaces; the proxy must still refuse the

@@ -325,6 +325,85 @@ class FreshSessionTest(unittest.TestCase):
         self.assertNotIn("not approved", r.stderr)
 
 
+class GitShieldTest(unittest.TestCase):
+    """The project's .git is kept from the sandbox: what the agent plants in git config and
+    hooks, in the project's repository and in one it makes in a sub-directory, never runs
+    when the project's owner uses git on the host; the agent's commits come back."""
+
+    def setUp(self):
+        self.ws = h.Workspace()
+        self.addCleanup(self.ws.close)
+        self.mark = "/tmp/vibepit-e2e-mark-%d-" % os.getpid()
+        self.addCleanup(self.remove_marks)
+        os.rmdir(os.path.join(self.ws.project, ".git"))
+        self.git("init", "-q", "-b", "main")
+        with open(os.path.join(self.ws.project, "README"), "w") as f:
+            f.write("hello\n")
+        os.chown(os.path.join(self.ws.project, "README"), self.ws.uid, self.ws.uid)
+        self.git("add", "README")
+        self.git("-c", "user.name=owner", "-c", "user.email=o@example.test", "commit", "-qm", "start")
+
+    def remove_marks(self):
+        for name in os.listdir("/tmp"):
+            if ("/tmp/" + name).startswith(self.mark):
+                os.unlink("/tmp/" + name)
+
+    def marks(self):
+        return sorted(n for n in os.listdir("/tmp") if ("/tmp/" + n).startswith(self.mark))
+
+    def git(self, *args, cwd=None):
+        """git on the host, as the project's owner, as their shell prompt would run it."""
+        return subprocess.run(["setpriv", "--reuid", str(self.ws.uid), "--regid", str(self.ws.uid),
+                               "--clear-groups", "--", "git"] + list(args),
+                              cwd=cwd or self.ws.project, capture_output=True, text=True,
+                              timeout=60, env={"HOME": self.ws.home, "PATH": os.environ["PATH"]})
+
+    def plant(self, repo):
+        """Bash, run in the sandbox: fsmonitor, hooksPath and a post-checkout hook in `repo`,
+        each of which would leave a mark in the host's /tmp if the host ran it."""
+        m = self.mark + repo.replace("/", "_") + "-"
+        return ("(cd %s && git config core.fsmonitor 'touch %sfsmonitor' && "
+                "mkdir -p .hooks && printf '#!/bin/sh\\ntouch %shookspath\\n' > .hooks/post-checkout && "
+                "chmod +x .hooks/post-checkout && git config core.hooksPath \"$PWD/.hooks\" && "
+                "mkdir -p .git/hooks && printf '#!/bin/sh\\ntouch %shook\\n' > .git/hooks/post-checkout && "
+                "chmod +x .git/hooks/post-checkout)\n" % (repo, m, m, m))
+
+    @h.release_only
+    def test_planted_config_and_hooks_never_run_on_the_host(self):
+        job = ("set -e\n"
+               "echo agent > work.txt && git add work.txt\n"
+               "git -c user.name=agent -c user.email=a@example.test commit -qm agent\n"
+               "git init -q sub\n" + self.plant(".") + self.plant("sub") +
+               "echo planted\n"
+               "for i in $(seq 600); do [ -e STOP ] && exit 0; sleep 0.2; done; exit 9\n")
+        p = self.ws.vibepit_popen(INTERNET, ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR,
+                                             "--", "bash", "-c", job])
+        line = h.wait_for_line(p, "planted")
+        self.assertIn("planted", line, p.stderr.read() if p.poll() is not None else "")
+        # While the session is live: the owner's git in the project runs nothing.
+        self.assertEqual(self.git("status", "--short").returncode, 0)
+        self.assertEqual(self.git("checkout", "-q", "-b", "live").returncode, 0)
+        self.assertEqual(self.git("checkout", "-q", "main").returncode, 0)
+        self.assertEqual(self.marks(), [])
+        with open(os.path.join(self.ws.project, "STOP"), "w"):
+            pass
+        out, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 0, err)
+        # After it: the commit came back, the sub-directory's repository is out of git's
+        # sight, and the owner's git, there too, runs nothing.
+        self.assertIn("refs/heads/main moved", err)
+        self.assertIn("moved sub/.git", err)
+        self.assertEqual(self.git("log", "-1", "--format=%s").stdout.strip(), "agent")
+        self.assertEqual(self.git("config", "core.fsmonitor").stdout, "")
+        self.assertEqual(self.git("config", "core.hooksPath").stdout, "")
+        self.assertEqual(self.git("status", "--short").returncode, 0)
+        for cwd in (self.ws.project, os.path.join(self.ws.project, "sub")):
+            self.git("status", cwd=cwd)
+            self.git("checkout", "-q", "-b", "after-%d" % len(cwd), cwd=cwd)
+        self.assertEqual(self.marks(), [])
+        self.assertEqual(self.git("show", "HEAD:work.txt").stdout, "agent\n")
+
+
 class TtyTest(unittest.TestCase):
     """The interactive default: a shell on a terminal (a pty here), raw mode, the window
     size at start and on SIGWINCH, Ctrl-C delivered inside, the exit status, and the

@@ -28,7 +28,9 @@ class Child {
   int out_ = -1;
 };
 
-// Run to completion and return what it printed on stdout; `status` gets the exit status.
-std::string run_capture(const std::vector<std::string>& argv, int& status);
+// Run to completion and return what it printed on stdout (and stderr, with
+// Output::pipe_with_stderr); `status` gets the exit status.
+std::string run_capture(const std::vector<std::string>& argv, int& status,
+                        Child::Output output = Child::Output::pipe);
 
 }  // namespace vibepit::launcher

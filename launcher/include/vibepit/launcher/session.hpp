@@ -10,6 +10,7 @@
 
 #include "vibepit/control/credentials.hpp"
 #include "vibepit/docker/client.hpp"
+#include "vibepit/launcher/git_shield.hpp"
 #include "vibepit/launcher/images.hpp"
 #include "vibepit/launcher/project.hpp"
 #include "vibepit/policy/snapshot.hpp"
@@ -43,6 +44,7 @@ struct SessionSpec {
   enum class Home { project, session, cache };
   Home home = Home::project;
   std::string home_cache_key;  // Home::cache: [A-Za-z0-9._-], 1 to 64 characters
+  GitShieldState git;          // the project's .git, kept from the sandbox (git_shield.hpp)
   // The proxy's decision-ring and decision-log-max-bytes; 0 leaves its defaults.
   std::uint64_t decision_ring = 0, decision_log_max_bytes = 0;
 };
