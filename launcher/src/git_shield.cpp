@@ -66,10 +66,11 @@ std::string fingerprint(const fs::path& git_dir) {
 }
 
 // Every `.git` entry below `root` (relative paths), not descending into them or into
-// symlinks; the project's own .git is left out. `complete` says whether the walk ended
-// before kWalkLimit.
-std::vector<std::string> nested_git_entries(const fs::path& root, bool& complete) {
-  std::vector<std::string> out;
+// symlinks, with what host git would take from it: a gitfile's (or a link's) content, a
+// directory's config and hooks. The project's own .git is left out. `complete` says
+// whether the walk ended before kWalkLimit.
+std::map<std::string, std::string> nested_git_entries(const fs::path& root, bool& complete) {
+  std::map<std::string, std::string> out;
   std::error_code ec;
   fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec);
   std::size_t seen = 0;
@@ -83,9 +84,13 @@ std::vector<std::string> nested_git_entries(const fs::path& root, bool& complete
     if (p.filename() != ".git") continue;
     it.disable_recursion_pending();
     if (p.parent_path() == root) continue;
-    out.push_back(p.lexically_relative(root).string());
+    std::error_code ec2;
+    const auto st = it->symlink_status(ec2);
+    std::string what = fs::is_directory(st) ? "dir " + fingerprint(p)
+                       : fs::is_symlink(st) ? "link " + fs::read_symlink(p, ec2).string()
+                                            : "file " + sha256_hex(small_file(p));
+    out[p.lexically_relative(root).string()] = std::move(what);
   }
-  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -233,7 +238,7 @@ GitShieldState GitShieldState::from_json(const Json& j) {
   s.refs = j.value("refs", std::map<std::string, std::string>{});
   s.fingerprint = j.value("fingerprint", "");
   s.index = j.value("index", "");
-  s.nested = j.value("nested", std::vector<std::string>{});
+  s.nested = j.value("nested", std::map<std::string, std::string>{});
   s.owner_uid = j.value("owner_uid", 0u);
   s.owner_gid = j.value("owner_gid", 0u);
   return s;
@@ -326,17 +331,20 @@ std::vector<std::string> bring_back_git(const GitShieldState& s, const std::stri
   // no git run there (by a shell prompt on cd, or recursing into a submodule) uses it.
   bool complete = true;
   const auto now = nested_git_entries(s.project, complete);
-  for (const auto& rel : now) {
-    if (std::binary_search(s.nested.begin(), s.nested.end(), rel)) continue;
+  for (const auto& [rel, what] : now) {
+    const auto was = s.nested.find(rel);
+    if (was != s.nested.end() && was->second == what) continue;
     const fs::path p = s.project / rel;
     fs::path to = p;
     to += ".vibepit-quarantine-" + session_id;
     std::error_code ec;
     fs::rename(p, to, ec);
-    out.push_back(std::string("! ") + (ec ? "could not move " : "moved ") + shown(rel) +
-                  ", made in the session, out of git's sight" +
+    out.push_back(std::string("! ") + (ec ? "could not move " : "moved ") + shown(rel) + ", " +
+                  (was == s.nested.end() ? "made" : "changed") +
+                  " in the session, out of git's sight" +
                   (ec ? ": " + ec.message() : " to " + shown(to.filename().string())) +
-                  " (a repository the sandbox made could run its programs on this host)");
+                  " (its config or hooks could run programs on this host; look before you "
+                  "move it back)");
   }
   if (!complete)
     out.push_back("! the project has more than " + std::to_string(kWalkLimit) +

@@ -342,6 +342,9 @@ class GitShieldTest(unittest.TestCase):
         os.chown(os.path.join(self.ws.project, "README"), self.ws.uid, self.ws.uid)
         self.git("add", "README")
         self.git("-c", "user.name=owner", "-c", "user.email=o@example.test", "commit", "-qm", "start")
+        # Two repositories embedded before the session: one the agent changes, one it leaves.
+        for sub in ("vendor/lib", "vendor/keep"):
+            self.git("init", "-q", sub)
 
     def remove_marks(self):
         for name in os.listdir("/tmp"):
@@ -374,6 +377,7 @@ class GitShieldTest(unittest.TestCase):
                "echo agent > work.txt && git add work.txt\n"
                "git -c user.name=agent -c user.email=a@example.test commit -qm agent\n"
                "git init -q sub\n" + self.plant(".") + self.plant("sub") +
+               self.plant("vendor/lib") +
                "echo planted\n"
                "for i in $(seq 600); do [ -e STOP ] && exit 0; sleep 0.2; done; exit 9\n")
         p = self.ws.vibepit_popen(INTERNET, ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR,
@@ -392,12 +396,16 @@ class GitShieldTest(unittest.TestCase):
         # After it: the commit came back, the sub-directory's repository is out of git's
         # sight, and the owner's git, there too, runs nothing.
         self.assertIn("refs/heads/main moved", err)
-        self.assertIn("moved sub/.git", err)
+        self.assertIn("moved sub/.git, made in the session", err)
+        self.assertIn("moved vendor/lib/.git, changed in the session", err)
+        self.assertNotIn("vendor/keep", err)
+        self.assertTrue(os.path.isdir(os.path.join(self.ws.project, "vendor/keep/.git")))
         self.assertEqual(self.git("log", "-1", "--format=%s").stdout.strip(), "agent")
         self.assertEqual(self.git("config", "core.fsmonitor").stdout, "")
         self.assertEqual(self.git("config", "core.hooksPath").stdout, "")
         self.assertEqual(self.git("status", "--short").returncode, 0)
-        for cwd in (self.ws.project, os.path.join(self.ws.project, "sub")):
+        for cwd in (self.ws.project, os.path.join(self.ws.project, "sub"),
+                    os.path.join(self.ws.project, "vendor/lib")):
             self.git("status", cwd=cwd)
             self.git("checkout", "-q", "-b", "after-%d" % len(cwd), cwd=cwd)
         self.assertEqual(self.marks(), [])

@@ -21,7 +21,8 @@
 //   file read-only, and no git in the sandbox. So does a project whose git directory host
 //   git cannot read (no git installed, another owner): an empty .git, and a warning.
 // - The project's config and hooks are compared with what they were at the start, and a
-//   `.git` that appeared anywhere below the project is renamed out of git's sight.
+//   `.git` below the project that appeared or changed during the session is renamed out of
+//   git's sight.
 #include <sys/types.h>
 
 #include <filesystem>
@@ -52,7 +53,9 @@ struct GitShieldState {
   std::map<std::string, std::string> refs;  // refs at the start: name -> object id
   std::string fingerprint;                  // config and hooks at the start
   std::string index;                        // the index file's fingerprint at the start
-  std::vector<std::string> nested;          // `.git` entries below the root at the start
+  // `.git` entries below the root at the start, each with what host git would take from it
+  // (a gitfile's content; a directory's config, hooks and commondir).
+  std::map<std::string, std::string> nested;
   uid_t owner_uid = 0;  // the project's .git belongs to them: host git runs as them
   gid_t owner_gid = 0;
   std::string why_hidden;  // Kind::hidden: what went wrong
