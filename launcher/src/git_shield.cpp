@@ -214,6 +214,7 @@ Json GitShieldState::to_json() const {
   return {{"kind", k},
           {"project", project.string()},
           {"copy", copy.string()},
+          {"session_dir", session_dir.string()},
           {"head", head},
           {"refs", refs},
           {"fingerprint", fingerprint},
@@ -234,6 +235,7 @@ GitShieldState GitShieldState::from_json(const Json& j) {
   s.why_hidden = j.value("why_hidden", "");
   s.project = j.value("project", "");
   s.copy = j.value("copy", "");
+  s.session_dir = j.value("session_dir", "");
   s.head = j.value("head", "");
   s.refs = j.value("refs", std::map<std::string, std::string>{});
   s.fingerprint = j.value("fingerprint", "");
@@ -281,6 +283,7 @@ GitShieldState shield_git(const fs::path& project, const fs::path& session_dir, 
                           gid_t gid) {
   GitShieldState s;
   s.project = project;
+  s.session_dir = session_dir;
   const fs::path git_dir = project / ".git";
   struct stat st {};
   if (::lstat(git_dir.c_str(), &st) != 0) return s;
@@ -465,6 +468,12 @@ void bring_back_git_and_say(const GitShieldState& s, const std::string& session_
                             const std::string& prefix, std::ostream& err) {
   std::vector<std::string> lines;
   try {
+    // Once: a second bring-back would find every ref it moved "moved on both sides".
+    std::error_code ec;
+    if (!s.session_dir.empty()) {
+      fs::rename(s.session_dir / "git-shield.json", s.session_dir / "git-shield.done.json", ec);
+      if (ec) return;  // done already, or by another vibepit
+    }
     lines = bring_back_git(s, session_id);
   } catch (const std::exception& e) {
     lines.push_back("! the session's git directory was not brought back: " + shown(e.what()) +
@@ -472,6 +481,17 @@ void bring_back_git_and_say(const GitShieldState& s, const std::string& session_
   }
   for (const auto& l : lines)
     err << prefix << (l.rfind("! ", 0) == 0 ? ": WARNING: " + l.substr(2) : ": git: " + l) << "\n";
+}
+
+void bring_back_git_of(const fs::path& session_dir, const std::string& session_id,
+                       const std::string& prefix, std::ostream& err) {
+  const std::string text = small_file(session_dir / "git-shield.json", 1 << 24);
+  if (text.empty()) return;
+  const auto j = Json::parse(text, nullptr, false);
+  if (!j.is_object()) return;
+  auto s = GitShieldState::from_json(j);
+  s.session_dir = session_dir;  // where it is now, whatever it says
+  bring_back_git_and_say(s, session_id, prefix, err);
 }
 
 }  // namespace vibepit::launcher

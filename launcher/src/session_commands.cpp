@@ -8,6 +8,7 @@
 
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/launcher/exit_codes.hpp"
+#include "vibepit/launcher/git_shield.hpp"
 #include "vibepit/launcher/image_commands.hpp"
 #include "vibepit/launcher/project.hpp"
 #include "vibepit/launcher/session.hpp"
@@ -132,6 +133,10 @@ int cmd_down(const fs::path& path, const std::string& id, std::ostream& out, std
       for (const auto& p : problems) err << "vibepit: down: " << p << "\n";
       failed += problems.empty() ? 0 : 1;
       if (problems.empty()) out << "removed session " << sid << "\n";
+      // A vibepit run still attached brings its session's git back itself; else it is done
+      // here.
+      if (problems.empty() && !launcher_alive({}, sid))
+        bring_back_git_of(root_or_default({}) / sid, sid, "vibepit", err);
     }
     return failed ? kRefused : kOk;
   });
@@ -146,6 +151,7 @@ int cmd_prune(const fs::path& sessions_root, bool all, std::ostream& out, std::o
       for (const auto& p : problems) err << "vibepit: prune: " << p << "\n";
       if (problems.empty()) {
         out << "removed session " << id << " (" << describe(s) << ")\n";
+        bring_back_git_of(root_or_default(sessions_root) / id, id, "vibepit", err);
         ++removed;
       } else {
         ++failed;

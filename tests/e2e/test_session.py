@@ -412,6 +412,26 @@ class GitShieldTest(unittest.TestCase):
         self.assertEqual(self.git("show", "HEAD:work.txt").stdout, "agent\n")
 
 
+    @h.release_only
+    def test_a_killed_run_gets_its_commits_back_from_prune_once(self):
+        job = ("echo agent > work.txt && git add work.txt && "
+               "git -c user.name=agent -c user.email=a@example.test commit -qm agent && "
+               "echo committed && sleep 300")
+        p = self.ws.vibepit_popen(INTERNET, ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR,
+                                             "--", "bash", "-c", job])
+        line = h.wait_for_line(p, "committed")
+        self.assertIn("committed", line, p.stderr.read() if p.poll() is not None else "")
+        p.kill()      # SIGKILL: no clean-up, no bring-back
+        p.communicate(timeout=30)
+        self.assertEqual(self.git("log", "-1", "--format=%s").stdout.strip(), "start")
+        r = self.ws.vibepit(INTERNET, ["prune"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("git: refs/heads/main moved", r.stderr)
+        self.assertEqual(self.git("log", "-1", "--format=%s").stdout.strip(), "agent")
+        r = self.ws.vibepit(INTERNET, ["prune"])
+        self.assertNotIn("git:", r.stderr)
+
+
 class TtyTest(unittest.TestCase):
     """The interactive default: a shell on a terminal (a pty here), raw mode, the window
     size at start and on SIGWINCH, Ctrl-C delivered inside, the exit status, and the

@@ -47,9 +47,10 @@ struct GitShieldState {
   // hidden: a .git directory that host git could not read; the sandbox gets an empty one.
   enum class Kind { none, directory, gitfile, hidden };
   Kind kind = Kind::none;
-  std::filesystem::path project;  // the work tree's root
-  std::filesystem::path copy;     // SESSION/git, mounted at PROJECT/.git (Kind::directory)
-  std::string head;               // HEAD at the start (its file's content)
+  std::filesystem::path project;      // the work tree's root
+  std::filesystem::path session_dir;  // where git-shield.json keeps this state
+  std::filesystem::path copy;         // SESSION/git, mounted at PROJECT/.git (Kind::directory)
+  std::string head;                   // HEAD at the start (its file's content)
   std::map<std::string, std::string> refs;  // refs at the start: name -> object id
   std::string fingerprint;                  // config and hooks at the start
   std::string index;                        // the index file's fingerprint at the start
@@ -77,9 +78,15 @@ std::vector<nlohmann::json> git_mounts(const GitShieldState& s);
 // starting with "!" are warnings to show loudly.
 std::vector<std::string> bring_back_git(const GitShieldState& s, const std::string& session_id);
 
-// bring_back_git() for a session that is over, its lines printed to `err` after `prefix`
-// ("vibepit"), warnings marked. Never throws: a failure is one more warning.
+// bring_back_git() for a session that is over, once (its git-shield.json is renamed
+// git-shield.done.json first), its lines printed to `err` after `prefix` ("vibepit"),
+// warnings marked. Never throws: a failure is one more warning.
 void bring_back_git_and_say(const GitShieldState& s, const std::string& session_id,
                             const std::string& prefix, std::ostream& err);
+
+// The same for a session whose vibepit run is gone (killed): from the state its directory
+// keeps, when it has not been done. For `vibepit down` and `vibepit prune`.
+void bring_back_git_of(const std::filesystem::path& session_dir, const std::string& session_id,
+                       const std::string& prefix, std::ostream& err);
 
 }  // namespace vibepit::launcher
