@@ -361,6 +361,14 @@ class GitShieldTest(unittest.TestCase):
                               cwd=cwd or self.ws.project, capture_output=True, text=True,
                               timeout=60, env={"HOME": self.ws.home, "PATH": os.environ["PATH"]})
 
+    def start_job(self, job, says):
+        """vibepit run -- bash -c JOB, once the job has printed `says`."""
+        p = self.ws.vibepit_popen(INTERNET, ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR,
+                                             "--", "bash", "-c", job])
+        line = h.wait_for_line(p, says)
+        self.assertIn(says, line, p.stderr.read() if p.poll() is not None else "")
+        return p
+
     def plant(self, repo):
         """Bash, run in the sandbox: fsmonitor, hooksPath and a post-checkout hook in `repo`,
         each of which would leave a mark in the host's /tmp if the host ran it."""
@@ -380,10 +388,7 @@ class GitShieldTest(unittest.TestCase):
                self.plant("vendor/lib") +
                "echo planted\n"
                "for i in $(seq 600); do [ -e STOP ] && exit 0; sleep 0.2; done; exit 9\n")
-        p = self.ws.vibepit_popen(INTERNET, ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR,
-                                             "--", "bash", "-c", job])
-        line = h.wait_for_line(p, "planted")
-        self.assertIn("planted", line, p.stderr.read() if p.poll() is not None else "")
+        p = self.start_job(job, "planted")
         # While the session is live: the owner's git in the project runs nothing.
         self.assertEqual(self.git("status", "--short").returncode, 0)
         self.assertEqual(self.git("checkout", "-q", "-b", "live").returncode, 0)
@@ -417,10 +422,7 @@ class GitShieldTest(unittest.TestCase):
         job = ("echo agent > work.txt && git add work.txt && "
                "git -c user.name=agent -c user.email=a@example.test commit -qm agent && "
                "echo committed && sleep 300")
-        p = self.ws.vibepit_popen(INTERNET, ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR,
-                                             "--", "bash", "-c", job])
-        line = h.wait_for_line(p, "committed")
-        self.assertIn("committed", line, p.stderr.read() if p.poll() is not None else "")
+        p = self.start_job(job, "committed")
         p.kill()      # SIGKILL: no clean-up, no bring-back
         p.communicate(timeout=30)
         self.assertEqual(self.git("log", "-1", "--format=%s").stdout.strip(), "start")
