@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "vibepit/control/session_dir.hpp"
 #include "vibepit/launcher/images.hpp"
 #include "vibepit/launcher/process.hpp"
 
@@ -338,8 +339,10 @@ std::vector<std::string> bring_back_git(const GitShieldState& s, const std::stri
     const auto was = s.nested.find(rel);
     if (was != s.nested.end() && was->second == what) continue;
     const fs::path p = s.project / rel;
+    // A name the sandbox could not guess (it knows its session id), so it cannot have put
+    // something there to make the rename fail.
     fs::path to = p;
-    to += ".vibepit-quarantine-" + session_id;
+    to += ".vibepit-quarantine-" + session_id + "-" + control::new_session_id().substr(0, 8);
     std::error_code ec;
     fs::rename(p, to, ec);
     out.push_back(std::string("! ") + (ec ? "could not move " : "moved ") + shown(rel) + ", " +
