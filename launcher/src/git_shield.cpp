@@ -356,14 +356,12 @@ std::vector<std::string> bring_back_git(const GitShieldState& s, const std::stri
     out.push_back("! the project has more than " + std::to_string(kWalkLimit) +
                   " entries; the rest were not searched for a .git the session made");
   if (s.kind != GitShieldState::Kind::directory) return out;
-  if (fingerprint(git_dir) != s.fingerprint) {
+  // The sandbox never had them, so a change is yours or another program's: said loudly,
+  // as the first thing to look at, and the session's work comes back all the same.
+  if (fingerprint(git_dir) != s.fingerprint)
     out.push_back("! " + git_dir.string() +
                   ": its config or hooks changed during the session (not through the sandbox, "
-                  "which never had them). Nothing was brought back; check them before you run "
-                  "git here. The session's commits are in " +
-                  s.copy.string());
-    return out;
-  }
+                  "which never had them); check them");
   if (!make_inert(s.copy, git_dir / "objects")) {
     out.push_back(
         "! the session's git directory holds too many files; nothing was brought "
@@ -423,7 +421,7 @@ std::vector<std::string> bring_back_git(const GitShieldState& s, const std::stri
       continue;
     }
     git.run({"update-ref", "-m", "vibepit session " + session_id, name, id,
-             was.empty() ? std::string(40, '0') : was},
+             was},  // "" : the ref must not exist yet
             status);
     if (status == 0) {
       git.run({"update-ref", "-d", vref}, status);

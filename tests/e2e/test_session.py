@@ -384,6 +384,7 @@ class GitShieldTest(unittest.TestCase):
         job = ("set -e\n"
                "echo agent > work.txt && git add work.txt\n"
                "git -c user.name=agent -c user.email=a@example.test commit -qm agent\n"
+               "git branch agent-branch\n"
                "git init -q sub\n" + self.plant(".") + self.plant("sub") +
                self.plant("vendor/lib") +
                "echo planted\n"
@@ -393,6 +394,7 @@ class GitShieldTest(unittest.TestCase):
         self.assertEqual(self.git("status", "--short").returncode, 0)
         self.assertEqual(self.git("checkout", "-q", "-b", "live").returncode, 0)
         self.assertEqual(self.git("checkout", "-q", "main").returncode, 0)
+        self.assertEqual(self.git("config", "owner.note", "mine").returncode, 0)
         self.assertEqual(self.marks(), [])
         with open(os.path.join(self.ws.project, "STOP"), "w"):
             pass
@@ -401,6 +403,9 @@ class GitShieldTest(unittest.TestCase):
         # After it: the commit came back, the sub-directory's repository is out of git's
         # sight, and the owner's git, there too, runs nothing.
         self.assertIn("refs/heads/main moved", err)
+        self.assertIn("refs/heads/agent-branch made", err)
+        # The owner's own change to the config, which the sandbox could not make, said loudly.
+        self.assertIn("its config or hooks changed during the session", err)
         self.assertIn("moved sub/.git, made in the session", err)
         self.assertIn("moved vendor/lib/.git, changed in the session", err)
         self.assertNotIn("vendor/keep", err)
