@@ -36,6 +36,13 @@ void check_authority(const Authority& a) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
+  // What a record keeps of a target that did not parse: a piece of it, bounded, with no
+  // path, query, fragment or userinfo left.
+  const std::string_view kept = authority_text(in);
+  CHECK(kept.size() <= 256);
+  CHECK(kept.empty() ||
+        (kept.data() >= in.data() && kept.data() + kept.size() <= in.data() + in.size()));
+  CHECK(kept.find_first_of("/?#@") == std::string_view::npos);
   for (const auto default_port :
        {std::optional<std::uint16_t>{}, std::optional<std::uint16_t>{80}}) {
     const auto r = parse_authority(in, default_port);

@@ -9,12 +9,36 @@
 
 #include "fuzz_check.hpp"
 #include "vibepit/launcher/ci_report.hpp"
+#include "vibepit/launcher/ci_stream.hpp"
 #include "vibepit/launcher/learn.hpp"
 #include "vibepit/policy/decision.hpp"
 
 using namespace vibepit::launcher;
 
+// The same bytes as the control API's decision stream (vibepit ci reads that): every line
+// is a record, a note, the end line or counted as not understood, and the report says why
+// it is incomplete in sentences that carry no line of the input.
+void check_stream(std::string_view in) {
+  CiReport r;
+  StreamTally t(r);
+  std::size_t lines = 0;
+  while (!in.empty()) {
+    const auto nl = in.find('\n');
+    t.line(in.substr(0, nl));
+    ++lines;
+    in.remove_prefix(nl == std::string_view::npos ? in.size() : nl + 1);
+  }
+  t.finish();
+  CHECK(t.received() <= lines);
+  CHECK(r.skipped_lines <= lines);
+  const auto problems = t.problems("");
+  CHECK(t.ended() || !problems.empty());  // no end line: never complete
+  r.incomplete = problems;
+  CHECK(nlohmann::json::parse(to_json(r))["complete"].get<bool>() == problems.empty());
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  check_stream(std::string_view(reinterpret_cast<const char*>(data), size));
   CiReport r;
   r.mode = CiMode::learn;
   add_decision_log(r, std::string_view(reinterpret_cast<const char*>(data), size));
