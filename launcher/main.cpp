@@ -10,6 +10,7 @@
 #include "vibepit/launcher/ci_command.hpp"
 #include "vibepit/launcher/commands.hpp"
 #include "vibepit/launcher/image_commands.hpp"
+#include "vibepit/launcher/project_guard.hpp"
 #include "vibepit/launcher/run_command.hpp"
 #include "vibepit/launcher/session_commands.hpp"
 
@@ -164,6 +165,17 @@ int main(int argc, char** argv) {
   sessions->add_flag("--json", sessions_json, "machine-readable output");
   sessions->add_option("--sessions-dir", sessions_dir,
                        "where sessions live (default: $XDG_STATE_HOME/vibepit/sessions)");
+  // Internal: the project's filter process (project_guard.hpp), started by run and ci.
+  GuardOptions guard;
+  std::string guard_project, guard_mountpoint, guard_log;
+  auto* guard_cmd = app.add_subcommand("__project-guard", "")->group("");
+  guard_cmd->add_option("project", guard_project)->required();
+  guard_cmd->add_option("mountpoint", guard_mountpoint)->required();
+  guard_cmd->add_option("session", guard.session_id)->required();
+  guard_cmd->add_option("uid", guard.uid)->required();
+  guard_cmd->add_option("gid", guard.gid)->required();
+  guard_cmd->add_option("log", guard_log)->required();
+
   bool prune_all = false;
   auto* prune = app.add_subcommand(
       "prune", "remove what sessions whose vibepit run is gone left behind (by label)");
@@ -247,6 +259,12 @@ int main(int argc, char** argv) {
   }
   if (down->parsed()) return cmd_down(down_path, down_session, std::cout, std::cerr);
   if (sessions->parsed()) return cmd_sessions(sessions_dir, sessions_json, std::cout, std::cerr);
+  if (guard_cmd->parsed()) {
+    guard.project = guard_project;
+    guard.mountpoint = guard_mountpoint;
+    guard.log = guard_log;
+    return project_guard_main(guard);
+  }
   if (prune->parsed()) return cmd_prune(sessions_dir, prune_all, std::cout, std::cerr);
   if (image_build_cmd->parsed()) {
     using Base = SandboxImageOptions::Base;

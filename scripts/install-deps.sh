@@ -109,6 +109,20 @@ if in_groups bench && command -v systemctl >/dev/null && [ -d /run/systemd/syste
   done
 fi
 
+# vibepit run by an ordinary user mounts the project's filter (FUSE) so that the Docker
+# engine, which is root, can bind it into the sandbox: fusermount3 allows that only with
+# user_allow_other (docs/security.md, "The project's git directory").
+# /dev/fuse is open to every user where udev runs (its default rules); a machine without
+# udev (a container, a minimal VM) leaves it root's only.
+if [ -c /dev/fuse ] && [ "$(stat -c %a /dev/fuse)" != 666 ]; then
+  step "opened /dev/fuse to every user, as udev would (vibepit's project filter)" \
+    $SUDO chmod 0666 /dev/fuse
+fi
+if ! grep -qx 'user_allow_other' /etc/fuse.conf 2>/dev/null; then
+  step "enabled user_allow_other in /etc/fuse.conf (vibepit's project filter)" \
+    $SUDO sh -c 'echo user_allow_other >> /etc/fuse.conf'
+fi
+
 # Every command the groups promise must now be there: a package that no longer ships one, or a
 # deps.txt line with the wrong package, fails here and not halfway through the test suite.
 absent=()

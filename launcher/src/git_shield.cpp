@@ -16,6 +16,7 @@
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/launcher/images.hpp"
 #include "vibepit/launcher/process.hpp"
+#include "vibepit/launcher/project_guard.hpp"
 
 namespace vibepit::launcher {
 namespace fs = std::filesystem;
@@ -475,7 +476,11 @@ void bring_back_git_and_say(const GitShieldState& s, const std::string& session_
       fs::rename(s.session_dir / "git-shield.json", s.session_dir / "git-shield.done.json", ec);
       if (ec) return;  // done already, or by another vibepit
     }
-    lines = bring_back_git(s, session_id);
+    if (const auto n = project_guard_refusals(s.session_dir))
+      lines.push_back("! the sandbox was refused " + std::to_string(n) +
+                      " attempt(s) to make or change a git repository in the project (" +
+                      (s.session_dir / "project-guard.log").string() + ")");
+    for (auto& l : bring_back_git(s, session_id)) lines.push_back(std::move(l));
   } catch (const std::exception& e) {
     lines.push_back("! the session's git directory was not brought back: " + shown(e.what()) +
                     "; it is in " + s.copy.string());

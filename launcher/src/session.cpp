@@ -16,6 +16,8 @@
 
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/docker/wire.hpp"
+#include "vibepit/launcher/owned_fd.hpp"
+#include "vibepit/launcher/project_guard.hpp"
 
 namespace vibepit::launcher {
 namespace fs = std::filesystem;
@@ -274,10 +276,7 @@ std::string Session::start_proxy(const control::PeerCredentials& server) {
     report_("starting proxy " + proxy_ip_ + " (dns :53, http :" + std::to_string(kProxyPort) + ")");
 
   auto h = docker_.container_attach(proxy_id_, true, true, true);
-  struct Fd {
-    int fd;
-    ~Fd() { ::close(fd); }
-  } guard{h.fd};
+  const OwnedFd attached{h.fd};
   docker_.container_start(proxy_id_);
   const std::string creds =
       Json{{"ca", server.ca_cert_pem}, {"cert", server.own.cert_pem}, {"key", server.own.key_pem}}
@@ -389,7 +388,9 @@ std::string Session::create_sandbox() {
          {{"net.ipv6.conf.all.disable_ipv6", "1"}, {"net.ipv6.conf.default.disable_ipv6", "1"}}},
         {"Tmpfs", {{"/tmp", "rw,nosuid,nodev,size=1g"}}},
         {"Mounts",
-         {{{"Type", "bind"}, {"Source", project}, {"Target", project}},
+         {{{"Type", "bind"},
+           {"Source", spec_.project_view.empty() ? project : spec_.project_view.string()},
+           {"Target", project}},
           {{"Type", "volume"}, {"Source", home}, {"Target", home_dir}},
           {{"Type", "bind"},
            {"Source", (spec_.dir / "resolv.conf").string()},
@@ -466,6 +467,8 @@ std::vector<std::string> remove_session(docker::Client& docker, const std::strin
       }
     }
   }
+  // Last, once the sandbox is gone: the project's filter, whose server then ends.
+  if (auto p = stop_project_guard(session_id); !p.empty()) problems.push_back(p);
   return problems;
 }
 

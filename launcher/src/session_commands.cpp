@@ -1,4 +1,5 @@
 #include "vibepit/launcher/session_commands.hpp"
+#include "vibepit/launcher/project_guard.hpp"
 
 #include <signal.h>
 
@@ -155,6 +156,19 @@ int cmd_prune(const fs::path& sessions_root, bool all, std::ostream& out, std::o
         ++removed;
       } else {
         ++failed;
+      }
+    }
+    // A project filter left mounted with nothing of its session on the engine (its vibepit
+    // run was killed between removing the containers and unmounting it).
+    const auto live = docker_sessions(docker);
+    for (const auto& id : mounted_project_guards()) {
+      if (live.count(id) || (!all && launcher_alive(sessions_root, id))) continue;
+      if (auto p = stop_project_guard(id); !p.empty()) {
+        err << "vibepit: prune: " << p << "\n";
+        ++failed;
+      } else {
+        out << "unmounted the project view of session " << id << "\n";
+        ++removed;
       }
     }
     if (removed == 0 && failed == 0) out << "nothing to prune\n";

@@ -11,6 +11,7 @@
 
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/launcher/image_commands.hpp"
+#include "vibepit/launcher/project_guard.hpp"
 #include "vibepit/launcher/run_command.hpp"
 #include "vibepit/policy/classify.hpp"
 #include "vibepit/runtime/system_resolvers.hpp"
@@ -182,6 +183,10 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   control::write_client_set(spec.dir, creds.client_side(),
                             {spec.id, out.control, static_cast<std::int64_t>(::getpid()),
                              now_rfc3339(), req.project.root.string()});
+  // The sandbox sees the project through a filter that refuses git repositories; started
+  // once the client set names this launcher, so that `vibepit prune` leaves it alone.
+  session.set_project_view(
+      start_project_guard(req.project.root, spec.dir, spec.id, spec.uid, spec.gid));
   out.sandbox_id = session.create_sandbox();  // 5
   out.proxy_id = session.proxy_id();
   after_step("sandbox");

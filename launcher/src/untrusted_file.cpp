@@ -8,6 +8,8 @@
 #include <cstring>
 #include <utility>
 
+#include "vibepit/launcher/owned_fd.hpp"
+
 namespace vibepit::launcher {
 namespace fs = std::filesystem;
 namespace {
@@ -15,16 +17,6 @@ namespace {
 [[noreturn]] void fail(const std::string& what, int err = 0) {
   throw UntrustedFileError(err ? what + ": " + std::strerror(err) : what);
 }
-
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
 
 // The file's directory, its last component opened with O_NOFOLLOW (the part above it is the
 // user's own choice of path). -1 with errno ENOENT when it does not exist and !create.
@@ -38,7 +30,7 @@ int open_parent(const fs::path& path, bool create) {
     last = ".";
     above = dir;
   }
-  Fd up(::open(above.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  OwnedFd up(::open(above.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (up.fd < 0) {
     if (errno == ENOENT && !create) return -1;
     fail("cannot open " + above.string(), errno);
@@ -61,10 +53,10 @@ int open_parent(const fs::path& path, bool create) {
 }  // namespace
 
 std::optional<std::string> read_untrusted_file(const fs::path& path, std::size_t max_bytes) {
-  Fd dir(open_parent(path, false));
+  OwnedFd dir(open_parent(path, false));
   if (dir.fd < 0) return std::nullopt;
   const std::string name = path.filename().string();
-  Fd f(::openat(dir.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  OwnedFd f(::openat(dir.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (f.fd < 0) {
     if (errno == ENOENT) return std::nullopt;
     if (errno == ELOOP) fail(path.string() + " is a symlink; vibepit does not follow it");
@@ -102,7 +94,7 @@ void write_at(int dir, const std::string& name, const std::string& content, cons
   // removes a link itself, never what it points at. O_EXCL then refuses anything new there.
   if (::unlinkat(dir, tmp.c_str(), 0) != 0 && errno != ENOENT)
     fail("cannot replace " + shown_tmp.string(), errno);
-  Fd f(::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  OwnedFd f(::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (f.fd < 0) fail("cannot write " + shown_tmp.string(), errno);
   std::size_t off = 0;
   while (off < content.size()) {
@@ -131,7 +123,7 @@ int open_beneath(int from, const fs::path& rel, const fs::path& shown) {
   for (const auto& part : rel) {
     const std::string c = part.string();
     if (c.empty() || c == ".") continue;
-    Fd up(fd);
+    OwnedFd up(fd);
     fd = ::openat(up.fd, c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) {
       if (::mkdirat(up.fd, c.c_str(), 0755) != 0 && errno != EEXIST)
@@ -151,7 +143,7 @@ int open_beneath(int from, const fs::path& rel, const fs::path& shown) {
 }  // namespace
 
 void write_untrusted_file(const fs::path& path, const std::string& content) {
-  Fd dir(open_parent(path, true));
+  OwnedFd dir(open_parent(path, true));
   write_at(dir.fd, path.filename().string(), content, path);
 }
 
@@ -162,7 +154,7 @@ OutputDir::OutputDir(const fs::path& dir, const fs::path& anchor) {
   dir_ = (dir.is_absolute() ? dir : cwd / dir).lexically_normal();
   const fs::path rel = dir_.lexically_relative(anchor);
   if (!anchor.empty() && !rel.empty() && *rel.begin() != "..") {
-    Fd root(::open(anchor.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    OwnedFd root(::open(anchor.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (root.fd < 0) fail("cannot open " + anchor.string(), errno);
     fd_ = open_beneath(root.fd, rel, anchor);
     return;

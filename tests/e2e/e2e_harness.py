@@ -13,6 +13,7 @@ import grp
 import http.client
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -91,8 +92,10 @@ class FakeInternet:
         self.veth = "vpe2ev%d" % (os.getpid() % 100000)
         self.tmp = tempfile.mkdtemp(prefix=self.name + "-")
         self.procs = []
+        self.made_user = False
 
     def start(self):
+        self.made_user = ensure_test_user()
         need("ip")
         need("docker")
         need("setpriv")
@@ -160,6 +163,26 @@ class FakeInternet:
         sh("ip", "link", "del", self.veth, check=False)
         sh("docker", "network", "rm", self.name, check=False)
         shutil.rmtree(self.tmp, ignore_errors=True)
+        if self.made_user:
+            sh(need("userdel"), TEST_USER, check=False)
+
+
+TEST_USER = "vibepit-e2e"
+
+
+def ensure_test_user():
+    """TEST_UID as a user of the system, as a person running vibepit is (fusermount3, which
+    mounts the project's filter, looks them up). True if this call made it."""
+    try:
+        pwd.getpwuid(TEST_UID)
+        return False
+    except KeyError:
+        pass
+    r = sh(need("useradd"), "--uid", str(TEST_UID), "--user-group", "--no-create-home",
+           "--shell", "/usr/sbin/nologin", TEST_USER, check=False)
+    if r.returncode != 0:
+        raise RuntimeError("cannot make the test user %d: %s" % (TEST_UID, r.stderr))
+    return True
 
 
 class Workspace:

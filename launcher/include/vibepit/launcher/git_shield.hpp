@@ -22,7 +22,8 @@
 //   git cannot read (no git installed, another owner): an empty .git, and a warning.
 // - The project's config and hooks are compared with what they were at the start, and a
 //   `.git` below the project that appeared or changed during the session is renamed out of
-//   git's sight.
+//   git's sight. (The sandbox cannot make one: it sees the project through
+//   project_guard.hpp's filter. A change made on the host meanwhile can.)
 #include <sys/types.h>
 
 #include <filesystem>

@@ -45,6 +45,9 @@ struct SessionSpec {
   Home home = Home::project;
   std::string home_cache_key;  // Home::cache: [A-Za-z0-9._-], 1 to 64 characters
   GitShieldState git;          // the project's .git, kept from the sandbox (git_shield.hpp)
+  // Where the sandbox's project comes from: the filter's view (project_guard.hpp), mounted
+  // at the project's own path in the sandbox. Empty: the project itself.
+  std::filesystem::path project_view;
   // The proxy's decision-ring and decision-log-max-bytes; 0 leaves its defaults.
   std::uint64_t decision_ring = 0, decision_log_max_bytes = 0;
 };
@@ -67,6 +70,8 @@ class Session {
   std::string create_sandbox();
 
   const SessionSpec& spec() const { return spec_; }
+  // Before create_sandbox: the project's filtered view (SessionSpec::project_view).
+  void set_project_view(std::filesystem::path view) { spec_.project_view = std::move(view); }
   const std::string& proxy_ip() const { return proxy_ip_; }
   const std::string& sandbox_id() const { return sandbox_id_; }
   const std::string& proxy_id() const { return proxy_id_; }
