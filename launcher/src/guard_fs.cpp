@@ -313,17 +313,26 @@ int guard_opendir(const char* path, fuse_file_info* fi) {
 }
 
 int guard_readdir(const char*, void* buf, fuse_fill_dir_t fill, off_t, fuse_file_info* fi,
-                  fuse_readdir_flags) {
+                  fuse_readdir_flags flags) {
   DIR* d = reinterpret_cast<DIR*>(fi->fh);
   ::rewinddir(d);
+  // Asked for "plus", each entry comes with its attributes, so that a walk that stats every
+  // file (git status, a build) costs no lookup each.
+  const bool plus = flags & FUSE_READDIR_PLUS;
   while (true) {
     errno = 0;
     const dirent* e = ::readdir(d);
     if (!e) return -errno;
     struct stat st {};
-    st.st_ino = e->d_ino;
-    st.st_mode = static_cast<mode_t>(DTTOIF(e->d_type));
-    if (fill(buf, e->d_name, &st, 0, static_cast<fuse_fill_dir_flags>(0))) return 0;
+    auto fill_flags = static_cast<fuse_fill_dir_flags>(0);
+    if (plus && ::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      fill_flags = FUSE_FILL_DIR_PLUS;
+    } else {
+      st = {};
+      st.st_ino = e->d_ino;
+      st.st_mode = static_cast<mode_t>(DTTOIF(e->d_type));
+    }
+    if (fill(buf, e->d_name, &st, 0, fill_flags)) return 0;
   }
 }
 
@@ -340,6 +349,7 @@ void* guard_init(fuse_conn_info*, fuse_config* cfg) {
   cfg->entry_timeout = 1;  // the user edits the project on the host meanwhile: a second at most
   cfg->attr_timeout = 1;
   cfg->negative_timeout = 0;
+  cfg->auto_cache = 1;  // file pages stay cached across opens while mtime and size stay
   return nullptr;
 }
 
