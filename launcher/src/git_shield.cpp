@@ -3,6 +3,7 @@
 #include "vibepit/launcher/git_shield.hpp"
 
 #include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -95,6 +96,34 @@ std::map<std::string, std::string> nested_git_entries(const fs::path& root, bool
   }
   return out;
 }
+
+// The session's copy where the owner's git can read it. vibepit run as root keeps it in
+// root's state directory, which no one else may enter: the copy is bound, for the fetch
+// only, at a directory of the owner's own in /tmp. As the owner, or when the bind is not
+// possible, the copy where it is.
+struct ReachableCopy {
+  fs::path path;
+  bool bound = false;
+  explicit ReachableCopy(const GitShieldState& s) : path(s.copy) {
+    if (::geteuid() != 0 || s.owner_uid == 0) return;
+    char tmpl[] = "/tmp/vibepit-bring-back-XXXXXX";
+    if (!::mkdtemp(tmpl)) return;
+    if (::chown(tmpl, s.owner_uid, s.owner_gid) == 0 &&
+        ::mount(s.copy.c_str(), tmpl, nullptr, MS_BIND, nullptr) == 0) {
+      path = tmpl;
+      bound = true;
+    } else {
+      ::rmdir(tmpl);
+    }
+  }
+  ~ReachableCopy() {
+    if (!bound) return;
+    ::umount2(path.c_str(), MNT_DETACH);
+    ::rmdir(path.c_str());
+  }
+  ReachableCopy(const ReachableCopy&) = delete;
+  ReachableCopy& operator=(const ReachableCopy&) = delete;
+};
 
 // Host git, in the project, as the owner of its git directory (never as root over a user's
 // repository: what it writes there must stay theirs). Output and errors together.
@@ -372,11 +401,12 @@ std::vector<std::string> bring_back_git(const GitShieldState& s, const std::stri
   }
   const HostGit git{s};
   const std::string ns = "refs/vibepit/sessions/" + session_id + "/";
+  const ReachableCopy from(s);
   int status = 0;
   const std::string fetched = git.run({"-c",
                                        "protocol.file.allow=always",
                                        "-c",
-                                       "safe.directory=" + s.copy.string(),
+                                       "safe.directory=" + from.path.string(),
                                        "-c",
                                        "gc.auto=0",
                                        "-c",
@@ -390,7 +420,7 @@ std::vector<std::string> bring_back_git(const GitShieldState& s, const std::stri
                                        "--no-tags",
                                        "--no-write-fetch-head",
                                        "--no-recurse-submodules",
-                                       s.copy.string(),
+                                       from.path.string(),
                                        "+refs/heads/*:" + ns + "heads/*",
                                        "+refs/tags/*:" + ns + "tags/*",
                                        "+refs/remotes/*:" + ns + "remotes/*"},

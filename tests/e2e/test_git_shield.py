@@ -5,8 +5,10 @@ git repository the agent tries to make in it (project_guard.hpp). A real Docker 
 default sandbox image, vibepit run by a non-root user (uid 4242)."""
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -170,6 +172,28 @@ class GitShieldTest(unittest.TestCase):
             self.assertNotIn("vibepit-guard:", f.read())
         r = self.ws.vibepit(INTERNET, ["prune"])
         self.assertNotIn("git:", r.stderr)
+
+    @h.release_only
+    def test_commits_come_back_when_vibepit_runs_as_root(self):
+        # `sudo vibepit run`: root's state directory is closed to the project's owner, whose
+        # git brings the commits back: the copy must be reachable for that fetch all the same.
+        # Run as root, vibepit's sandbox user is 1000 (until it takes the project's owner):
+        # the project is theirs here.
+        for root, dirs, files in os.walk(self.ws.project):
+            for n in dirs + files + ["."]:
+                os.lchown(os.path.join(root, n), 1000, 1000)
+        self.ws.uid = 1000
+        state = tempfile.mkdtemp(prefix="vpe2e-root-state-")
+        self.addCleanup(shutil.rmtree, state, True)
+        env = self.ws.env(INTERNET)
+        env["XDG_STATE_HOME"] = state
+        job = "git -c user.name=agent -c user.email=a@example.test commit -q --allow-empty -m agent"
+        r = subprocess.run([os.path.join(h.BIN, "vibepit"), "run", "-q", "-T", "--upstream-dns",
+                            h.DNS_ADDR, "--", "bash", "-c", job], env=env, cwd=self.ws.project,
+                           capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("git: refs/heads/main moved", r.stderr)
+        self.assertEqual(self.git("log", "-1", "--format=%s").stdout.strip(), "agent")
 
 
 if __name__ == "__main__":
