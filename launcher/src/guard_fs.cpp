@@ -90,13 +90,21 @@ int result(int rc) {
   return rc < 0 ? -errno : rc;
 }
 
-int guard_getattr(const char* path, struct stat* st, fuse_file_info* fi) {
-  if (fi) return result(::fstat(static_cast<int>(fi->fh), st));
+// `at(dirfd, name, flags)` on the entry itself, never following it: the root as
+// (root, "", AT_EMPTY_PATH), anything else as (its parent, its name, AT_SYMLINK_NOFOLLOW).
+template <typename At>
+int at_entry(const char* path, At at) {
   const auto p = rel(path);
-  if (p.empty()) return result(::fstat(g_guard->root, st));
+  if (p.empty()) return result(at(g_guard->root, "", AT_EMPTY_PATH));
   Parent par;
   if (int e = open_parent(p, par)) return e;
-  return result(::fstatat(par.fd, par.name.c_str(), st, AT_SYMLINK_NOFOLLOW));
+  return result(at(par.fd, par.name.c_str(), AT_SYMLINK_NOFOLLOW));
+}
+
+int guard_getattr(const char* path, struct stat* st, fuse_file_info* fi) {
+  if (fi) return result(::fstat(static_cast<int>(fi->fh), st));
+  return at_entry(
+      path, [&](int dir, const char* name, int flags) { return ::fstatat(dir, name, st, flags); });
 }
 
 int guard_readlink(const char* path, char* buf, size_t size) {
@@ -108,14 +116,15 @@ int guard_readlink(const char* path, char* buf, size_t size) {
   return 0;
 }
 
-// A new name: checked and made under the lock.
+// A new name: checked and made under the lock, in the one parent both look at.
 template <typename Make>
 int create_name(const char* op, const char* path, Make make) {
   const auto p = rel(path);
   std::lock_guard lock(g_guard->names);
-  if (auto r = check_create(g_guard->root, p); r != GuardRefusal::none) return refuse(op, p, r);
   Parent par;
   if (int e = open_parent(p, par)) return e;
+  if (auto r = check_create(g_guard->root, p, par.fd); r != GuardRefusal::none)
+    return refuse(op, p, r);
   return make(par);
 }
 
@@ -141,9 +150,10 @@ int guard_symlink(const char* target, const char* path) {
 int remove_name(const char* op, const char* path, int flags) {
   const auto p = rel(path);
   std::lock_guard lock(g_guard->names);
-  if (auto r = check_change(g_guard->root, p); r != GuardRefusal::none) return refuse(op, p, r);
   Parent par;
   if (int e = open_parent(p, par)) return e;
+  if (auto r = check_change(g_guard->root, p, par.fd); r != GuardRefusal::none)
+    return refuse(op, p, r);
   return result(::unlinkat(par.fd, par.name.c_str(), flags));
 }
 
@@ -157,32 +167,31 @@ int guard_rmdir(const char* path) {
 int guard_rename(const char* from, const char* to, unsigned int flags) {
   const auto f = rel(from), t = rel(to);
   std::lock_guard lock(g_guard->names);
-  if (auto r = check_change(g_guard->root, f); r != GuardRefusal::none)
-    return refuse("rename", f, r);
-  if (auto r = check_create(g_guard->root, t); r != GuardRefusal::none)
-    return refuse("rename", t, r);
-  if (flags & RENAME_EXCHANGE) {  // the old name gets what the new one had
-    if (auto r = check_change(g_guard->root, t); r != GuardRefusal::none)
-      return refuse("rename", t, r);
-    if (auto r = check_create(g_guard->root, f); r != GuardRefusal::none)
-      return refuse("rename", f, r);
-  }
   Parent pf, pt;
   if (int e = open_parent(f, pf)) return e;
   if (int e = open_parent(t, pt)) return e;
+  const int root = g_guard->root;
+  if (auto r = check_change(root, f, pf.fd); r != GuardRefusal::none) return refuse("rename", f, r);
+  if (auto r = check_create(root, t, pt.fd); r != GuardRefusal::none) return refuse("rename", t, r);
+  if (flags & RENAME_EXCHANGE) {  // the old name gets what the new one had
+    if (auto r = check_change(root, t, pt.fd); r != GuardRefusal::none)
+      return refuse("rename", t, r);
+    if (auto r = check_create(root, f, pf.fd); r != GuardRefusal::none)
+      return refuse("rename", f, r);
+  }
   return result(::renameat2(pf.fd, pf.name.c_str(), pt.fd, pt.name.c_str(), flags));
 }
 
 int guard_link(const char* from, const char* to) {
   const auto f = rel(from);
+  Parent pf;
+  if (int e = open_parent(f, pf)) return e;
   {
     std::lock_guard lock(g_guard->names);
     // A second name for a file inside a git directory would be a way to change it.
-    if (auto r = check_change(g_guard->root, f); r != GuardRefusal::none)
+    if (auto r = check_change(g_guard->root, f, pf.fd); r != GuardRefusal::none)
       return refuse("link", f, r);
   }
-  Parent pf;
-  if (int e = open_parent(f, pf)) return e;
   return create_name("link", to, [&](Parent& pt) {
     return result(::linkat(pf.fd, pf.name.c_str(), pt.fd, pt.name.c_str(), 0));
   });
@@ -216,11 +225,9 @@ int guard_chmod(const char* path, mode_t mode, fuse_file_info* fi) {
 int guard_chown(const char* path, uid_t uid, gid_t gid, fuse_file_info* fi) {
   if (int e = check_path_change("chown", path)) return e;
   if (fi) return result(::fchown(static_cast<int>(fi->fh), uid, gid));
-  const auto p = rel(path);
-  if (p.empty()) return result(::fchownat(g_guard->root, "", uid, gid, AT_EMPTY_PATH));
-  Parent par;
-  if (int e = open_parent(p, par)) return e;
-  return result(::fchownat(par.fd, par.name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW));
+  return at_entry(path, [&](int dir, const char* name, int flags) {
+    return ::fchownat(dir, name, uid, gid, flags);
+  });
 }
 
 int guard_truncate(const char* path, off_t size, fuse_file_info* fi) {
@@ -236,11 +243,9 @@ int guard_truncate(const char* path, off_t size, fuse_file_info* fi) {
 int guard_utimens(const char* path, const struct timespec tv[2], fuse_file_info* fi) {
   if (int e = check_path_change("utimens", path)) return e;
   if (fi) return result(::futimens(static_cast<int>(fi->fh), tv));
-  const auto p = rel(path);
-  if (p.empty()) return result(::utimensat(g_guard->root, "", tv, AT_EMPTY_PATH));
-  Parent par;
-  if (int e = open_parent(p, par)) return e;
-  return result(::utimensat(par.fd, par.name.c_str(), tv, AT_SYMLINK_NOFOLLOW));
+  return at_entry(path, [&](int dir, const char* name, int flags) {
+    return ::utimensat(dir, name, tv, flags);
+  });
 }
 
 bool writes(int flags) {

@@ -101,18 +101,20 @@ int open_beneath(int root, std::string_view path, int flags, mode_t mode) {
 
 namespace {
 
-// The directories above `path`'s last component: its parent and the parent's parent
-// (-1 where there is none, or it is not a directory we can reach).
+// The directories above `path`'s last component: its parent (the caller's, or opened here)
+// and the parent's parent (-1 where there is none, or it is not a directory we can reach).
 struct Above {
-  OwnedFd parent, grandparent;
+  OwnedFd own_parent, grandparent;
+  int parent = -1;
   std::string_view name;
 };
 
-void open_above(int root, std::string_view path, Above& a) {
+void open_above(int root, std::string_view path, int parent, Above& a) {
   const auto slash = path.rfind('/');
   a.name = slash == std::string_view::npos ? path : path.substr(slash + 1);
   const std::string_view dir = slash == std::string_view::npos ? "" : path.substr(0, slash);
-  a.parent.fd = open_beneath(root, dir, O_PATH | O_DIRECTORY);
+  a.parent =
+      parent >= 0 ? parent : (a.own_parent.fd = open_beneath(root, dir, O_PATH | O_DIRECTORY));
   if (dir.empty()) return;  // the root's parent is not the project's
   const auto up = dir.rfind('/');
   a.grandparent.fd = open_beneath(root, up == std::string_view::npos ? "" : dir.substr(0, up),
@@ -130,30 +132,32 @@ bool below_git_name(std::string_view path) {
 }
 
 GuardRefusal inside_git_dir(const Above& a) {
-  if (a.parent.fd >= 0 && is_git_dir(a.parent.fd)) return GuardRefusal::inside_git;
+  if (a.parent >= 0 && is_git_dir(a.parent)) return GuardRefusal::inside_git;
   if (a.grandparent.fd >= 0 && is_git_dir(a.grandparent.fd)) return GuardRefusal::inside_git;
   return GuardRefusal::none;
 }
 
 }  // namespace
 
-GuardRefusal check_create(int root, std::string_view path) {
+GuardRefusal check_create(int root, std::string_view path, int parent) {
   if (path.empty()) return GuardRefusal::none;
-  Above a;
-  open_above(root, path, a);
-  if (is_git_name(a.name)) return GuardRefusal::git_name;
+  const auto slash = path.rfind('/');
+  const std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  if (is_git_name(name)) return GuardRefusal::git_name;
   if (below_git_name(path)) return GuardRefusal::inside_git;
+  Above a;
+  open_above(root, path, parent, a);
   if (const auto r = inside_git_dir(a); r != GuardRefusal::none) return r;
-  if (git_dir_part(a.name) && a.parent.fd >= 0 && is_git_dir(a.parent.fd, a.name))
+  if (git_dir_part(name) && a.parent >= 0 && is_git_dir(a.parent, name))
     return GuardRefusal::makes_git_dir;
   return GuardRefusal::none;
 }
 
-GuardRefusal check_change(int root, std::string_view path) {
+GuardRefusal check_change(int root, std::string_view path, int parent) {
   if (path.empty()) return GuardRefusal::none;
   if (below_git_name(path)) return GuardRefusal::inside_git;
   Above a;
-  open_above(root, path, a);
+  open_above(root, path, parent, a);
   return inside_git_dir(a);
 }
 

@@ -55,9 +55,11 @@ int open_beneath(int root, std::string_view path, int flags, mode_t mode = 0);
 
 // The checks, for a path relative to the project's root ("a/b/c"; "" is the root), with
 // `root` a descriptor of the root. Symlinks are never followed: a component that is not a
-// directory counts as absent.
-GuardRefusal check_create(int root, std::string_view path);  // path is new
-GuardRefusal check_change(int root, std::string_view path);  // path's entry changes or goes
+// directory counts as absent. `parent`, when the caller has it open already, is the
+// directory above path's last component (else it is opened here).
+GuardRefusal check_create(int root, std::string_view path, int parent = -1);  // path is new
+// path's entry changes or goes
+GuardRefusal check_change(int root, std::string_view path, int parent = -1);
 
 // ---- The filter process ----
 
