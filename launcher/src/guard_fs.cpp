@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "vibepit/launcher/owned_fd.hpp"
 #include "vibepit/launcher/project_guard.hpp"
 
 namespace vibepit::launcher {
@@ -71,19 +72,17 @@ int refuse(const char* op, std::string_view path, GuardRefusal r) {
 
 // The parent directory of `path` and its last component.
 struct Parent {
-  int fd = -1;
+  OwnedFd dir;
   std::string name;
-  ~Parent() {
-    if (fd >= 0) ::close(fd);
-  }
 };
 
 int open_parent(std::string_view path, Parent& p) {
   const auto slash = path.rfind('/');
   p.name = std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-  p.fd = open_beneath(g_guard->root, slash == std::string_view::npos ? "" : path.substr(0, slash),
-                      O_PATH | O_DIRECTORY);
-  return p.fd < 0 ? -errno : 0;
+  p.dir.fd =
+      open_beneath(g_guard->root, slash == std::string_view::npos ? "" : path.substr(0, slash),
+                   O_PATH | O_DIRECTORY);
+  return p.dir.fd < 0 ? -errno : 0;
 }
 
 int result(int rc) {
@@ -98,7 +97,7 @@ int at_entry(const char* path, At at) {
   if (p.empty()) return result(at(g_guard->root, "", AT_EMPTY_PATH));
   Parent par;
   if (int e = open_parent(p, par)) return e;
-  return result(at(par.fd, par.name.c_str(), AT_SYMLINK_NOFOLLOW));
+  return result(at(par.dir.fd, par.name.c_str(), AT_SYMLINK_NOFOLLOW));
 }
 
 int guard_getattr(const char* path, struct stat* st, fuse_file_info* fi) {
@@ -110,7 +109,7 @@ int guard_getattr(const char* path, struct stat* st, fuse_file_info* fi) {
 int guard_readlink(const char* path, char* buf, size_t size) {
   Parent par;
   if (int e = open_parent(rel(path), par)) return e;
-  const ssize_t n = ::readlinkat(par.fd, par.name.c_str(), buf, size - 1);
+  const ssize_t n = ::readlinkat(par.dir.fd, par.name.c_str(), buf, size - 1);
   if (n < 0) return -errno;
   buf[n] = '\0';
   return 0;
@@ -123,7 +122,7 @@ int create_name(const char* op, const char* path, Make make) {
   std::lock_guard lock(g_guard->names);
   Parent par;
   if (int e = open_parent(p, par)) return e;
-  if (auto r = check_create(g_guard->root, p, par.fd); r != GuardRefusal::none)
+  if (auto r = check_create(g_guard->root, p, par.dir.fd); r != GuardRefusal::none)
     return refuse(op, p, r);
   return make(par);
 }
@@ -131,19 +130,19 @@ int create_name(const char* op, const char* path, Make make) {
 int guard_mknod(const char* path, mode_t mode, dev_t) {
   if (!S_ISREG(mode) && !S_ISFIFO(mode) && !S_ISSOCK(mode)) return -EPERM;
   return create_name("mknod", path, [&](Parent& par) {
-    return result(::mknodat(par.fd, par.name.c_str(), mode, 0));
+    return result(::mknodat(par.dir.fd, par.name.c_str(), mode, 0));
   });
 }
 
 int guard_mkdir(const char* path, mode_t mode) {
   return create_name("mkdir", path, [&](Parent& par) {
-    return result(::mkdirat(par.fd, par.name.c_str(), mode));
+    return result(::mkdirat(par.dir.fd, par.name.c_str(), mode));
   });
 }
 
 int guard_symlink(const char* target, const char* path) {
   return create_name("symlink", path, [&](Parent& par) {
-    return result(::symlinkat(target, par.fd, par.name.c_str()));
+    return result(::symlinkat(target, par.dir.fd, par.name.c_str()));
   });
 }
 
@@ -152,9 +151,9 @@ int remove_name(const char* op, const char* path, int flags) {
   std::lock_guard lock(g_guard->names);
   Parent par;
   if (int e = open_parent(p, par)) return e;
-  if (auto r = check_change(g_guard->root, p, par.fd); r != GuardRefusal::none)
+  if (auto r = check_change(g_guard->root, p, par.dir.fd); r != GuardRefusal::none)
     return refuse(op, p, r);
-  return result(::unlinkat(par.fd, par.name.c_str(), flags));
+  return result(::unlinkat(par.dir.fd, par.name.c_str(), flags));
 }
 
 int guard_unlink(const char* path) {
@@ -171,15 +170,17 @@ int guard_rename(const char* from, const char* to, unsigned int flags) {
   if (int e = open_parent(f, pf)) return e;
   if (int e = open_parent(t, pt)) return e;
   const int root = g_guard->root;
-  if (auto r = check_change(root, f, pf.fd); r != GuardRefusal::none) return refuse("rename", f, r);
-  if (auto r = check_create(root, t, pt.fd); r != GuardRefusal::none) return refuse("rename", t, r);
+  if (auto r = check_change(root, f, pf.dir.fd); r != GuardRefusal::none)
+    return refuse("rename", f, r);
+  if (auto r = check_create(root, t, pt.dir.fd); r != GuardRefusal::none)
+    return refuse("rename", t, r);
   if (flags & RENAME_EXCHANGE) {  // the old name gets what the new one had
-    if (auto r = check_change(root, t, pt.fd); r != GuardRefusal::none)
+    if (auto r = check_change(root, t, pt.dir.fd); r != GuardRefusal::none)
       return refuse("rename", t, r);
-    if (auto r = check_create(root, f, pf.fd); r != GuardRefusal::none)
+    if (auto r = check_create(root, f, pf.dir.fd); r != GuardRefusal::none)
       return refuse("rename", f, r);
   }
-  return result(::renameat2(pf.fd, pf.name.c_str(), pt.fd, pt.name.c_str(), flags));
+  return result(::renameat2(pf.dir.fd, pf.name.c_str(), pt.dir.fd, pt.name.c_str(), flags));
 }
 
 int guard_link(const char* from, const char* to) {
@@ -189,11 +190,11 @@ int guard_link(const char* from, const char* to) {
   {
     std::lock_guard lock(g_guard->names);
     // A second name for a file inside a git directory would be a way to change it.
-    if (auto r = check_change(g_guard->root, f, pf.fd); r != GuardRefusal::none)
+    if (auto r = check_change(g_guard->root, f, pf.dir.fd); r != GuardRefusal::none)
       return refuse("link", f, r);
   }
   return create_name("link", to, [&](Parent& pt) {
-    return result(::linkat(pf.fd, pf.name.c_str(), pt.fd, pt.name.c_str(), 0));
+    return result(::linkat(pf.dir.fd, pf.name.c_str(), pt.dir.fd, pt.name.c_str(), 0));
   });
 }
 
@@ -264,7 +265,7 @@ int guard_open(const char* path, fuse_file_info* fi) {
 int guard_create(const char* path, mode_t mode, fuse_file_info* fi) {
   return create_name("create", path, [&](Parent& par) {
     const int fd =
-        ::openat(par.fd, par.name.c_str(), fi->flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
+        ::openat(par.dir.fd, par.name.c_str(), fi->flags | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0) return -errno;
     fi->fh = static_cast<std::uint64_t>(fd);
     return 0;
