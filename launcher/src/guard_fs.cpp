@@ -466,6 +466,9 @@ int project_guard_main(const GuardOptions& o) {
     ::_exit(1);
   }
   ::prctl(PR_SET_DUMPABLE, 0);
+  // The kernel has applied the agent's umask to every mode it sends; ours must not take
+  // more away.
+  ::umask(0);
   if (::chdir("/") != 0) ::_exit(1);
   const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null >= 0) {

@@ -92,6 +92,7 @@ class ProjectGuardTest(unittest.TestCase):
         self.assertEqual(os.path.getsize(self.real_path("README")), 3)
         self.assertEqual(os.stat(self.real_path("src/c.txt")).st_mtime, time.mktime((2020, 1, 1, 0, 0, 0, 0, 0, -1)))
         self.assertFalse(any(n.startswith(".fuse_hidden") for n in os.listdir(self.real_path("src"))))
+
         # Inode numbers are the real ones (git's index keeps them).
         self.assertEqual(os.stat(os.path.join(self.view, "src/b.txt")).st_ino,
                          os.stat(self.real_path("src/b.txt")).st_ino)
@@ -101,6 +102,13 @@ class ProjectGuardTest(unittest.TestCase):
         with open("/proc/%d/status" % pids[0]) as f:
             uids = [l.split()[1:] for l in f if l.startswith("Uid:")][0]
         self.assertEqual(set(uids), {str(UID)})
+
+    def test_modes_follow_the_agents_umask(self):
+        r = self.sh("umask 002 && mkdir shared && touch shared/f && umask 077 && touch own")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(os.stat(self.real_path("shared")).st_mode & 0o777, 0o775)
+        self.assertEqual(os.stat(self.real_path("shared/f")).st_mode & 0o777, 0o664)
+        self.assertEqual(os.stat(self.real_path("own")).st_mode & 0o777, 0o600)
 
     def test_no_git_repository_can_be_made_or_changed(self):
         attempts = [
