@@ -625,21 +625,13 @@ std::size_t DecisionLog::drain_once() {
   return n;
 }
 
-std::chrono::microseconds DecisionLog::next_poll(std::chrono::microseconds slept,
-                                                 std::size_t found) {
-  if (found > kPollBatch) return std::max(kPollMin, slept / 2);
-  if (found < kPollBatch / 2) return std::min(kPollMax, slept * 2);
-  return std::clamp(slept, kPollMin, kPollMax);
-}
-
 void DecisionLog::run() {
-  // Polling while records come keeps producers free of any wake-up syscall, and kPollMax
-  // bounds the log's latency. Once the queues have stayed empty for kParkAfter the writer
-  // sleeps; the first push after that wakes it (one futex wake per idle spell, not per
-  // record).
-  auto interval = kPollMax;
-  std::chrono::microseconds quiet{0};  // slept in a row without a record
-  std::size_t found = 0;               // records taken since the last sleep
+  // Polling while records come keeps producers free of any wake-up syscall, and
+  // PollSchedule::kPollMax bounds the log's latency. Once the queues have stayed empty for
+  // kParkAfter the writer parks; the first push after that wakes it (one futex wake per
+  // idle spell, not per record).
+  PollSchedule schedule;
+  std::size_t found = 0;  // records taken since the last sleep
   for (;;) {
     bool stopping = stopping_.load(std::memory_order_seq_cst);
     if (reopen_.exchange(false, std::memory_order_acq_rel) && !path_.empty()) {
@@ -653,23 +645,23 @@ void DecisionLog::run() {
     }
     if (to_stdout_) std::fflush(stdout);
     if (stopping) break;
-    quiet = found != 0 ? std::chrono::microseconds{0} : quiet + interval;
-    interval = next_poll(interval, found);
+    const auto next = schedule.after_pass(found);
     found = 0;
-    if (quiet < kParkAfter) {
-      std::this_thread::sleep_for(interval);
+    if (!next.park) {
+      std::this_thread::sleep_for(next.sleep);
       wakeups_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     asleep_.store(1, std::memory_order_seq_cst);
     if (queues_empty() && !stopping_.load(std::memory_order_seq_cst) &&
         !reopen_.load(std::memory_order_seq_cst)) {
+      parked_.store(true, std::memory_order_release);
       asleep_.wait(1, std::memory_order_seq_cst);  // until wake() stores 0
+      parked_.store(false, std::memory_order_release);
       wakeups_.fetch_add(1, std::memory_order_relaxed);
     }
     asleep_.store(0, std::memory_order_relaxed);
-    quiet = std::chrono::microseconds{0};
-    interval = kPollMax;
+    schedule.woke_from_park();
   }
 }
 

@@ -177,18 +177,18 @@ TEST(DockerClient, ImportStreamsTheBodyChunked) {
   EXPECT_NE(seen[0].target.find("changes=LABEL%20dev.vibepit.role%3Dbase"), std::string::npos);
 }
 
+// The daemon holds the connection for ten times the client's timeout and then closes it:
+// a client that waited would see the close, a protocol error, not a timeout.
 TEST(DockerClient, ASilentDaemonTimesOut) {
   FakeDaemon d;
-  d.answer(Answer{"", 600, nullptr});  // reads the request, answers nothing
+  d.answer(Answer{"", 2000, nullptr});  // reads the request, answers nothing
   auto c = client_for(d, std::chrono::milliseconds(200));
-  const auto start = std::chrono::steady_clock::now();
   try {
     c.get("/info");
     FAIL();
   } catch (const DockerError& e) {
     EXPECT_EQ(e.kind(), ErrorKind::timeout);
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1200));
 }
 
 TEST(DockerClient, ATruncatedBodyIsAProtocolError) {

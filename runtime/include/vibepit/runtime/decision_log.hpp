@@ -19,6 +19,7 @@
 #include "vibepit/policy/decision.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/runtime/line_ring.hpp"
+#include "vibepit/runtime/poll_schedule.hpp"
 
 namespace vibepit::runtime {
 
@@ -137,9 +138,9 @@ class DecisionLog {
     void reuse_buffers(DecisionRecord& r);
 
     // Records' buffers kept for reuse, at most, and the largest kept. The writer takes a
-    // thread's records every kPollMin at the most (2.5 ms), so at 100 000 records a second
-    // up to 250 are made before their predecessors' buffers come back. At most about
-    // 256 × 1 KiB is kept; with ordinary names, a few tens of KiB.
+    // thread's records every PollSchedule::kPollMin at the most (2.5 ms), so at 100 000 records a
+    // second up to 250 are made before their predecessors' buffers come back. At most about 256 × 1
+    // KiB is kept; with ordinary names, a few tens of KiB.
     static constexpr std::size_t kSpares = 256;
     static constexpr std::size_t kSpareTextMax = RecordBuffers::kTextMax;
     static constexpr std::size_t kSpareAddrsMax = RecordBuffers::kAddrsMax;
@@ -202,32 +203,18 @@ class DecisionLog {
   // vibepit-proxy calls it on SIGHUP). Any thread.
   void reopen();
   // Times the writer thread has woken from a sleep (a poll's, or the long one a push ends):
-  // it polls while records come and sleeps while none do. Passes that find more records
-  // at once do not count; they cost no wake-up. For tests and for anyone counting an idle
-  // proxy's wake-ups.
+  // it polls while records come and parks while none do. Passes that find more records
+  // at once do not count; they cost no wake-up. For anyone counting an idle proxy's
+  // wake-ups.
   std::uint64_t writer_wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
+  // True while the writer is parked: it found no record for PollSchedule::kParkAfter and
+  // sleeps until a push, stop() or reopen() wakes it.
+  bool writer_parked() const { return parked_.load(std::memory_order_acquire); }
   // Times the writer has stepped aside (sched_yield) between records; see kYieldEvery.
   std::uint64_t writer_yields() const { return yields_.load(std::memory_order_relaxed); }
 
-  // The writer polls while records come, and each poll is a wake-up on a core the workers
-  // may share: its work (formatting and writing what came since the last poll) runs in one
-  // stretch, and an I/O thread that wakes on that core meanwhile waits for it. So the
-  // interval follows the rate: at a steady rate it settles on one of kPollMax / 2^k, no
-  // shorter than kPollMin, at which a poll finds half a batch to a batch (kPollBatch
-  // records, about 30 µs of work here). A trickle is taken every kPollMax (a record 20 ms
-  // late costs no reader anything); 10 000 records a second every 2.5 ms, 25 at a time.
-  // Polled every 20 ms, that rate made stretches of 200 records, and DNS answers waiting
-  // behind them made most of vibepit-proxy's p99 at 10 000 queries a second
-  // (docs/benchmarks.md). kPollMin bounds the wake-ups at 400 a second, whatever the rate.
-  // After kParkAfter without a record the writer sleeps until a producer pushes, so an idle
-  // proxy costs no wake-ups.
-  static constexpr std::chrono::microseconds kPollMax{20'000};
-  static constexpr std::chrono::microseconds kPollMin{kPollMax / 8};
-  static constexpr std::size_t kPollBatch = 32;
-  static constexpr std::chrono::milliseconds kParkAfter{60};
-  // The interval after a poll that slept `slept` and found `found` records: halved while a
-  // poll finds more than kPollBatch, doubled while it finds less than half of that.
-  static std::chrono::microseconds next_poll(std::chrono::microseconds slept, std::size_t found);
+  // When the writer polls and when it parks: PollSchedule (poll_schedule.hpp).
+  static constexpr std::size_t kPollBatch = PollSchedule::kPollBatch;
   // Even a short stretch holds the core for tens of microseconds, and the scheduler lets a
   // running thread finish its slice before a woken one runs: so, while it keeps up (no
   // more than kPollBatch records wait), the writer steps aside after every kYieldEvery
@@ -276,6 +263,7 @@ class DecisionLog {
   // the push and this flag ordered (seq_cst) against the writer's store and its last look
   // at the queues: either the writer sees the record, or the producer sees the flag.
   alignas(64) std::atomic<std::uint32_t> asleep_{0};
+  std::atomic<bool> parked_{false};
   std::atomic<std::uint64_t> wakeups_{0};
   std::atomic<std::uint64_t> yields_{0};
   std::thread writer_;
