@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Set-up command (2): install, build, and run the whole test suite: unit, integration and
-# end-to-end tests on the release build, again under ASan+UBSan and under TSan, then every
-# libFuzzer target for a short run. Integration tests need root (network namespaces); the
-# e2e tests need a Docker engine: when none answers, this script starts dockerd, and stops
-# it at the end. Whatever the tests made on the engine (label dev.vibepit.test) is removed.
+# Set-up command (2): install, build, and run the whole test suite, in four stages (which
+# test runs in which, and why: docs/testing.md):
+#   release  unit, integration, e2e (a real Docker engine) and the short soak
+#   asan     ASan+UBSan build: unit and integration tests
+#   tsan     TSan build: unit and integration tests
+#   fuzz     every libFuzzer target for a short run over its corpus
+# Integration tests need root (network namespaces); the e2e tests need a Docker engine:
+# when none answers, this script starts dockerd, and stops it at the end. Whatever the
+# tests made on the engine (label dev.vibepit.test) is removed.
 #   scripts/test.sh           every stage
 #   scripts/test.sh --quick   the release stage only (what scripts/fresh-check.sh --quick runs)
+# VIBEPIT_TEST_TIMES=FILE gets one line per step, "NAME SECONDS" (.ci/run's time table);
+# VIBEPIT_TEST_SUMMARY=FILE the summary and what failed tests said.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=""
@@ -17,6 +23,19 @@ case "${1:-}" in
     exit 2
     ;;
 esac
+# One line per step in VIBEPIT_TEST_TIMES: NAME SECONDS, and for a build the compiler
+# cache's hits and misses during it (a build from an empty cache takes far longer).
+step_t0=$SECONDS
+step_done() {  # name [extra]: the step that began at step_t0 ends now
+  [ -z "${VIBEPIT_TEST_TIMES:-}" ] || echo "$1 $((SECONDS - step_t0))${2:+ $2}" >>"$VIBEPIT_TEST_TIMES"
+  step_t0=$SECONDS
+}
+ccache_counts() {  # "HITS MISSES" so far, or nothing without ccache
+  command -v ccache >/dev/null || return 0
+  ccache --print-stats 2>/dev/null | awk '$1 ~ /^(direct|preprocessed)_cache_hit$/ {h += $2}
+    $1 == "cache_miss" {m += $2} END {print h + 0, m + 0}'
+}
+
 scripts/install-deps.sh --test || exit 1
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -57,12 +76,10 @@ cleanup_docker() {
   stop_docker
 }
 
-e2e_filter=(-LE fuzz)
 if [ -n "${VIBEPIT_TEST_NO_E2E:-}" ]; then
   # scripts/fresh-check.sh sets it: in its chroot a dockerd starts and vibepit run makes a
   # session (its first step shows that), but exec into a container fails there
   # ("chdir to cwd ... no such file or directory"), which the e2e tests rely on.
-  e2e_filter=(-LE 'fuzz|e2e')
   summary_e2e="e2e: not run (VIBEPIT_TEST_NO_E2E)"
 elif start_docker; then
   # A run that was interrupted leaves its networks in the engine's state, and their
@@ -90,11 +107,12 @@ minutes() {  # seconds -> "12m05s"
 run_ctest() {  # name, build dir, extra ctest args...
   local name="$1" dir="$2"
   shift 2
-  local log="$dir/ctest-$name.log"
+  local log="$dir/ctest-${name//[ |]/-}.log"
   local t0=$SECONDS
   ctest --test-dir "$dir" --output-on-failure --timeout 900 "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
-  local took="build $(minutes "$build_s"), tests $(minutes $((SECONDS - t0)))"
+  local took="tests $(minutes $((SECONDS - t0)))"
+  [ "$build_s" -eq 0 ] || took="build $(minutes "$build_s"), $took"
   local line
   line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
   local total fail
@@ -136,8 +154,10 @@ digest_failures() {  # stage name, ctest log
   failures+=("-- $1 --" "$lines")
 }
 
+build_cache=""  # the last build's "hits=H misses=M"
 build_or_fail() {  # preset, configure args...
-  local t0=$SECONDS
+  local t0=$SECONDS before after
+  before=$(ccache_counts)
   if ! scripts/build.sh "$@"; then
     echo "test: build of preset $1 failed" >&2
     summary+=("$1: BUILD FAILED after $(minutes $((SECONDS - t0)))")
@@ -146,22 +166,50 @@ build_or_fail() {  # preset, configure args...
     return 1
   fi
   build_s=$((SECONDS - t0))
+  after=$(ccache_counts)
+  build_cache=""
+  if [ -n "$before" ] && [ -n "$after" ]; then
+    local h0 m0 h1 m1
+    read -r h0 m0 <<<"$before"
+    read -r h1 m1 <<<"$after"
+    build_cache="hits=$((h1 - h0)) misses=$((m1 - m0))"
+  fi
 }
 
-if build_or_fail release -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON; then
-  run_ctest release build "${e2e_filter[@]}"
+# A stage: its build, its unit tests side by side (they share nothing and most of their
+# time is waiting), then its slower tests one at a time (each starts proxies and load of
+# its own, and some check that a deadline holds).
+stage() {  # name, build dir, labels run one at a time, preset's configure args...
+  local name="$1" dir="$2" serial="$3"
+  shift 3
+  if build_or_fail "$name" "$@"; then
+    step_done "$name-build" "$build_cache"
+    run_ctest "$name unit" "$dir" -L '^unit$' -j "$(nproc)"
+    build_s=0
+    run_ctest "$name $serial" "$dir" -L "^($serial)\$"
+  fi
+  step_done "$name-tests"
+}
+
+step_done deps
+if [ -n "${VIBEPIT_TEST_NO_E2E:-}" ]; then
+  stage release build 'integration|soak' -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON
+else
+  stage release build 'integration|e2e|soak' -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON
 fi
 if [ -n "$quick" ]; then
   summary+=("asan, tsan, fuzz: not run (--quick)")
-elif build_or_fail asan; then
+else
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_ctest asan build-asan "${e2e_filter[@]}"
+    stage asan build-asan integration
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 stage tsan build-tsan integration
+  # The fuzz targets each run for a fixed time on one core: two at once on two cores.
+  if build_or_fail fuzz; then
+    step_done fuzz-build "$build_cache"
+    run_ctest fuzz build-fuzz -L fuzz -j "$(nproc)"
+  fi
+  step_done fuzz-run
 fi
-if [ -z "$quick" ] && build_or_fail tsan; then
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest tsan build-tsan "${e2e_filter[@]}"
-fi
-# The fuzz targets each run for a fixed time on one core: two at once on two cores.
-if [ -z "$quick" ] && build_or_fail fuzz; then run_ctest fuzz build-fuzz -L fuzz -j "$(nproc)"; fi
 
 echo
 [ -z "$summary_e2e" ] || summary+=("$summary_e2e")
