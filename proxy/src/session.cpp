@@ -291,14 +291,14 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& t
   rec.gen = snap->generation;
   rec.mode = snap->rules.mode;
   policy::Decision d = policy::decide_http(target.host, target.port, *snap);
-  policy::Outcome o;
+  Outcome o;
   if (d.verdict == policy::Verdict::deny) {
-    o = policy::explain(std::move(d), target.display());
+    o = explain(std::move(d), target.display());
   } else if (reuse_ok && upstream_.is_open() && upstream_port_ == target.port &&
              upstream_host_ == target.host) {
     // Keep-alive reuse: the connection was dialled for this same authority, to an address
     // that passed classification then. The decision above was made anew for this request.
-    o = policy::explain(std::move(d), {});  // allowed: no text names the target
+    o = explain(std::move(d), {});  // allowed: no text names the target
     o.addr = upstream_addr_;
   } else {
     drop_upstream();

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include "vibepit/policy/decision.hpp"
-#include "vibepit/policy/outcome.hpp"
+#include "vibepit/policy/select.hpp"
+
+#include <vector>
 
 namespace vibepit::policy {
 namespace {
@@ -186,27 +188,25 @@ TEST(DecisionTest, Names) {
 namespace vibepit::policy {
 namespace {
 
-// The refusal table is total: every reason a denial can carry has a 4xx/5xx status, an
-// error type and a text that names the target; only not_allowlisted suggests a rule.
-TEST(OutcomeTest, EveryReasonHasAStatusErrorAndText) {
-  for (Reason r : {Reason::not_allowlisted, Reason::blocked_address, Reason::resolve_failed,
-                   Reason::invalid_target, Reason::rate_limited, Reason::overloaded}) {
-    Decision d;
-    d.verdict = Verdict::deny;
-    d.reason = r;
-    const auto o = explain(d, "x.test:443");
-    EXPECT_TRUE(o.refused()) << to_string(r);
-    EXPECT_GE(o.status, 400) << to_string(r);
-    EXPECT_LT(o.status, 600) << to_string(r);
-    EXPECT_FALSE(o.text.empty()) << to_string(r);
-    EXPECT_EQ(o.text.find("allow-http") != std::string::npos, r == Reason::not_allowlisted)
-        << o.text;
-  }
-  Decision allowed;
-  allowed.verdict = Verdict::allow;
-  allowed.reason = Reason::allowlisted;
-  EXPECT_FALSE(explain(allowed, "x.test:443").refused());
-  EXPECT_TRUE(explain(allowed, "x.test:443").text.empty());
+// The addresses a name resolved to: every blocked one is refused, the first named with its
+// range; the rest are kept in the resolver's order, at most `limit` of them.
+TEST(SelectDialable, RefusesEveryBlockedAddressAndKeepsTheOrder) {
+  Classifier classifier;
+  const std::vector<IpAddr> addrs = {*IpAddr::parse("198.51.100.7"), *IpAddr::parse("10.0.0.1"),
+                                     *IpAddr::parse("203.0.113.9"), *IpAddr::parse("127.0.0.1"),
+                                     *IpAddr::parse("198.51.100.8")};
+  const Selection s = select_dialable(addrs, classifier, 2);
+  ASSERT_EQ(s.dialable.size(), 2u);
+  EXPECT_EQ(s.dialable[0].to_string(), "198.51.100.7");
+  EXPECT_EQ(s.dialable[1].to_string(), "203.0.113.9");
+  ASSERT_TRUE(s.first_blocked.has_value());
+  EXPECT_EQ(s.first_blocked->to_string(), "10.0.0.1");
+  EXPECT_FALSE(s.range.empty());
+
+  const std::vector<IpAddr> blocked = {*IpAddr::parse("169.254.169.254"), *IpAddr::parse("::1")};
+  const Selection none = select_dialable(blocked, classifier, 8);
+  EXPECT_TRUE(none.dialable.empty());
+  EXPECT_EQ(none.first_blocked->to_string(), "169.254.169.254");
 }
 
 }  // namespace

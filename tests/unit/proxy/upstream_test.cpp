@@ -20,7 +20,6 @@ namespace {
 
 using asio::ip::tcp;
 using policy::IpAddr;
-using policy::ProxyError;
 using policy::Reason;
 using policy::Verdict;
 
@@ -77,7 +76,7 @@ struct OpenUpstream : ::testing::Test {
   // The whole pipeline for one CONNECT target, as a Session runs it: the record as it
   // would be written, and whether the fakes were asked at all.
   struct Run {
-    policy::Outcome outcome;
+    Outcome outcome;
     runtime::DecisionRecord rec;
     bool cancelled = false;
   };
@@ -87,7 +86,7 @@ struct OpenUpstream : ::testing::Test {
     Run out;
     policy::Decision d = policy::decide_http(target.host, target.port, *snap);
     if (d.verdict == Verdict::deny) {
-      out.outcome = policy::explain(std::move(d), target.display());
+      out.outcome = explain(std::move(d), target.display());
     } else {
       asio::io_context io;
       std::optional<bool> answered;
@@ -271,7 +270,7 @@ TEST_F(OpenUpstream, ImpossibleNameGetsNoAllowHint) {
   rules({"*.test:443"});
   const policy::Decision d = policy::decide_http("-a.test", 443, *snap);
   EXPECT_EQ(d.reason, Reason::invalid_target);
-  const policy::Outcome o = policy::explain(d, "-a.test:443");
+  const Outcome o = explain(d, "-a.test:443");
   EXPECT_EQ(o.status, 400);
   EXPECT_EQ(o.error, ProxyError::http_request_error);
   EXPECT_EQ(o.text.find("allow-http"), std::string::npos) << o.text;

@@ -3,13 +3,11 @@
 #include <string>
 #include <string_view>
 
-#include "vibepit/policy/outcome.hpp"
+#include "vibepit/proxy/outcome.hpp"
 
 namespace vibepit::proxy {
 
-// The RFC 9209 error types, with the refusal table, live in policy (outcome.hpp).
-using policy::error_token;
-using policy::ProxyError;
+// The RFC 9209 error types, with the refusal table, are in outcome.hpp.
 // The Proxy-Status field value: `vibepit; error=TYPE; details="..."`. The details are the
 // message as one line of printable ASCII (RFC 8941 sf-string), at most 512 characters.
 std::string proxy_status_value(ProxyError error, std::string_view message);

@@ -17,8 +17,8 @@
 
 #include "vibepit/http/authority.hpp"
 #include "vibepit/http/head.hpp"
-#include "vibepit/policy/outcome.hpp"
 #include "vibepit/proxy/byte_buffer.hpp"
+#include "vibepit/proxy/outcome.hpp"
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/spares.hpp"
 #include "vibepit/proxy/upstream.hpp"

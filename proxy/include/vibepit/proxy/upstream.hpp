@@ -16,7 +16,7 @@
 
 #include "vibepit/http/authority.hpp"
 #include "vibepit/policy/classify.hpp"
-#include "vibepit/policy/outcome.hpp"
+#include "vibepit/proxy/outcome.hpp"
 #include "vibepit/proxy/resolver.hpp"
 #include "vibepit/runtime/decision_log.hpp"
 #include "vibepit/runtime/endpoint.hpp"
@@ -48,9 +48,9 @@ concept Dialler = requires(D& d, const asio::ip::tcp::endpoint& to) {
 inline constexpr std::size_t kMaxDialAddresses = 8;
 
 // The outcome when every dial failed: the rules allowed it, the destination did not answer.
-policy::Outcome dial_failed(policy::Outcome allowed, std::string_view display,
-                            const std::vector<policy::IpAddr>& tried, bool any_timeout,
-                            const asio::error_code& last_ec, const std::string& last_error);
+Outcome dial_failed(Outcome allowed, std::string_view display,
+                    const std::vector<policy::IpAddr>& tried, bool any_timeout,
+                    const asio::error_code& last_ec, const std::string& last_error);
 
 // `allowed` is decide_http's allow for `target`, decided against the snapshot whose
 // classifier is given. Every address dialled is one the classifier passed, from the one
@@ -60,7 +60,7 @@ policy::Outcome dial_failed(policy::Outcome allowed, std::string_view display,
 template <NameResolver Resolver, Dialler Dial>
 asio::awaitable<bool> open_upstream(const http::Authority& target, policy::Decision allowed,
                                     const policy::Classifier& classifier, Resolver& resolver,
-                                    Dial& dialler, policy::Outcome& out) {
+                                    Dial& dialler, Outcome& out) {
   // The target as the client wrote it is text for refusals only: it is made when one is.
   std::vector<policy::IpAddr> candidates;
   if (target.ip) {
@@ -70,19 +70,19 @@ asio::awaitable<bool> open_upstream(const http::Authority& target, policy::Decis
     if (!resolver.cached(target.host, r)) r = co_await resolver.resolve(target.host);
     if (r.cancelled) co_return false;
     if (!r.ok) {
-      out = policy::resolve_failed(std::move(allowed), target.host, r.error, r.timed_out);
+      out = resolve_failed(std::move(allowed), target.host, r.error, r.timed_out);
       co_return true;
     }
     // Classify every address; only those that pass may be dialled. No second lookup.
     policy::Selection s = policy::select_dialable(r.addrs, classifier, kMaxDialAddresses);
     if (s.dialable.empty()) {
-      out = policy::blocked_after_resolution(std::move(allowed), target.display(), target.host, s);
+      out = blocked_after_resolution(std::move(allowed), target.display(), target.host, s);
       co_return true;
     }
     candidates = std::move(s.dialable);
   }
 
-  out = policy::explain(std::move(allowed), {});  // an allow: no text
+  out = explain(std::move(allowed), {});  // an allow: no text
   bool any_timeout = false;
   std::string last_error;
   asio::error_code last_ec;
@@ -106,6 +106,6 @@ asio::awaitable<bool> open_upstream(const http::Authority& target, policy::Decis
 }
 
 // The decision's fields of a record, from its outcome (and the status, when refused).
-void record_outcome(runtime::DecisionRecord& rec, const policy::Outcome& o);
+void record_outcome(runtime::DecisionRecord& rec, const Outcome& o);
 
 }  // namespace vibepit::proxy

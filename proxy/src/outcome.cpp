@@ -1,9 +1,13 @@
-// Outcomes: one table of what each refusal means to the client, and address selection.
-#include "vibepit/policy/outcome.hpp"
+// Outcomes: one table of what each refusal means to the client.
+#include "vibepit/proxy/outcome.hpp"
 
 #include <utility>
 
-namespace vibepit::policy {
+namespace vibepit::proxy {
+
+using policy::Decision;
+using policy::Reason;
+using policy::Verdict;
 namespace {
 
 struct Row {
@@ -105,21 +109,6 @@ std::string_view error_token(ProxyError error) {
   return "proxy_internal_error";
 }
 
-Selection select_dialable(std::span<const IpAddr> addresses, const Classifier& classifier,
-                          std::size_t limit) {
-  Selection s;
-  for (const IpAddr& ip : addresses) {
-    Classification c = classifier.classify(ip);
-    if (!c.blocked) {
-      if (s.dialable.size() < limit) s.dialable.push_back(ip);
-    } else if (!s.first_blocked) {
-      s.first_blocked = ip;
-      s.range = std::move(c.range);
-    }
-  }
-  return s;
-}
-
 Outcome explain(Decision decision, std::string_view target) {
   Outcome o;
   o.decision = std::move(decision);
@@ -140,7 +129,7 @@ Outcome resolve_failed(Decision allowed, std::string_view host, std::string deta
 }
 
 Outcome blocked_after_resolution(Decision allowed, std::string_view target, std::string_view host,
-                                 const Selection& selection) {
+                                 const policy::Selection& selection) {
   Outcome o;
   o.decision = std::move(allowed);
   o.decision.verdict = Verdict::deny;
@@ -151,4 +140,4 @@ Outcome blocked_after_resolution(Decision allowed, std::string_view target, std:
   return o;
 }
 
-}  // namespace vibepit::policy
+}  // namespace vibepit::proxy

@@ -1,23 +1,19 @@
 #pragma once
-// What a decision means to the client, and which resolved addresses may be dialled. Pure.
+// What a decision means to the client: the HTTP status, the RFC 9209 error type and the
+// text of every refusal. Pure. (Policy decides; this is how the proxy says it.)
 //
 // An Outcome is the one value a request's decision travels in, from decide_http to the
 // response and the record: the decision (verdict, reason, rule, range), what the later
 // stages learned (the refused address, the resolver's words), and the status, RFC 9209 error
 // type and text the client is sent. The status, error type and text of every refusal come
 // from one table keyed by reason (explain()).
-#include <cstddef>
-#include <optional>
-#include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
-#include "vibepit/policy/classify.hpp"
 #include "vibepit/policy/decision.hpp"
-#include "vibepit/policy/ip.hpp"
+#include "vibepit/policy/select.hpp"
 
-namespace vibepit::policy {
+namespace vibepit::proxy {
 
 // The RFC 9209 error types a proxy reports in its Proxy-Status header, so that clients which
 // show only headers (a failed CONNECT in curl -v) see why. The names are the RFC's tokens.
@@ -38,19 +34,8 @@ enum class ProxyError {
 
 std::string_view error_token(ProxyError error);
 
-// The addresses a name resolved to, judged one by one. Only `dialable` may be dialled: in
-// the resolver's order, at most `limit` of them. `first_blocked` and `range` name the first
-// refused address, for the record and the message when none is dialable.
-struct Selection {
-  std::vector<IpAddr> dialable;
-  std::optional<IpAddr> first_blocked;
-  std::string range;
-};
-Selection select_dialable(std::span<const IpAddr> addresses, const Classifier& classifier,
-                          std::size_t limit);
-
 struct Outcome {
-  Decision decision;
+  policy::Decision decision;
   std::string addr;    // the address dialled, or for blocked_address the one refused
   std::string detail;  // resolve_failed or a failed dial: the resolver's or socket's words
   int status = 200;    // HTTP status for the client
@@ -61,11 +46,12 @@ struct Outcome {
 
 // `decision` explained for `target` ("host:port" as the client wrote it): a denial gets its
 // status, error type and text from the table; an allow gets status 200.
-Outcome explain(Decision decision, std::string_view target);
+Outcome explain(policy::Decision decision, std::string_view target);
 // The name did not resolve: the request was not sent. Keeps the allowing decision's rule.
-Outcome resolve_failed(Decision allowed, std::string_view host, std::string detail, bool timed_out);
+Outcome resolve_failed(policy::Decision allowed, std::string_view host, std::string detail,
+                       bool timed_out);
 // Every address the name resolved to is blocked.
-Outcome blocked_after_resolution(Decision allowed, std::string_view target, std::string_view host,
-                                 const Selection& selection);
+Outcome blocked_after_resolution(policy::Decision allowed, std::string_view target,
+                                 std::string_view host, const policy::Selection& selection);
 
-}  // namespace vibepit::policy
+}  // namespace vibepit::proxy
