@@ -436,7 +436,8 @@ P99_PAIRS = (("vibepit", "fixed_rate", "haproxy"), ("haproxy-again", "fixed_rate
 
 
 def quantile_interval(a_runs, b_runs, q=0.99, draws=1000, level=0.95, seed=14):
-    """A bootstrap interval for pooled quantile `q` (the p99 by default) of a minus b, in µs. Each side's runs (every tunnel's latency of one run each) are drawn with
+    """A bootstrap interval for pooled quantile `q` (the p99 by default) of a minus b, in µs.
+    Each side's runs (every tunnel's latency of one run each) are drawn with
     replacement, as many as there are, and pooled as pooled() pools them. A run is the unit
     because the machine's stalls, which set the tail here, come and go within a run: the
     interval says how far the difference moves with which stalls each system happened to
@@ -1123,7 +1124,7 @@ def main():
             print("compare:", name, col.proxy, col.target("source"), flush=True)
         rest = cpu.at_rest_all({n: p.pid for n, p in procs.items()}, args.rest)
         figures, runs = measure_rounds(topo, systems, args.rounds, args.repeat, args.duration, *fixed,
-                                      slices=args.slices)
+                                       slices=args.slices)
         for name, fig in figures.items():
             if fig is not None and name in rest:
                 fig["at_rest"] = rest[name]

@@ -186,7 +186,8 @@ def render(res, path):
                     "≤ 1.05×", r["cost_ratio"] <= 1.05)
     rows = [
         line("rule visible after `POST /v1/allow-http` returns (median of %d)" % v["rounds"],
-             "%.3f ms (p99 %.3f ms, max %.3f ms; %d retries)" % (v["median_ms"], v["p99_ms"], v["max_ms"], v["retries"]),
+             "%.3f ms (p99 %.3f ms, max %.3f ms; %d retries)"
+             % (v["median_ms"], v["p99_ms"], v["max_ms"], v["retries"]),
              "< 1 ms", v["median_ms"] < 1),
         under("CONNECT set-up", "tunnels", u["rate"]),
         under("keep-alive HTTP", "requests", u["http"]),

@@ -26,7 +26,6 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 
@@ -321,8 +320,8 @@ def render(results, path):
             t.append(target("%s: CPU-s per 1 000 queries vs dnsdist" % stream,
                             compare.verdict(r, compare.median_interval(ratios), lambda v: v <= 1),
                             "%.2f× (%.4f vs %.4f%s)" % (r, statistics.median(a for a, _ in p),
-                                                         statistics.median(b for _, b in p),
-                                                         compare.spread(ratios, "%.2f×")), "≤ 1×"))
+                                                        statistics.median(b for _, b in p),
+                                                        compare.spread(ratios, "%.2f×")), "≤ 1×"))
         for stream, key in LATENCY_TARGETS:
             # Pooled over the rounds (as the table); the per-round differences for spread.
             # With the A/A pair, the same comparison between the two dnsdists follows.

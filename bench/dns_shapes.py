@@ -26,8 +26,8 @@ a 95% bootstrap interval over thirds of the runs (compare.quantile_interval).
     sudo python3 bench/dns_shapes.py [--rounds 8] [--stream miss] [--qps 10000]
 
 The relays forward every query, whatever the stream: only the miss stream, which every
-server forwards too, compares like with like. Writes the figures to --json. Traffic goes only to addresses inside the namespaces this
-script creates.
+server forwards too, compares like with like. Writes the figures to --json. Traffic goes
+only to addresses inside the namespaces this script creates.
 """
 
 import argparse

@@ -18,7 +18,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 UID = 4244  # the job runs as this user, as the agent would
 PHASES = ("create", "stat", "read", "rename", "remove")
@@ -133,7 +132,7 @@ def main():
     print("project filter: %d files, %d rounds, job on cpu %s, server on cpu %s" %
           (a.files, a.rounds, job_cpu, server_cpu))
     print("%-8s %12s %12s %7s %16s %16s" % ("phase", "direct ms", "filtered ms", "ratio",
-                                             "job CPU-ms/1k d", "job CPU-ms/1k f"))
+                                            "job CPU-ms/1k d", "job CPU-ms/1k f"))
     for ph in PHASES:
         d = statistics.median(x[ph][0] for x in direct) * 1000
         f = statistics.median(x[ph][0] for x in filtered) * 1000

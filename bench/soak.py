@@ -635,8 +635,9 @@ def render(res, path):
         "",
         "| measurement | result |",
         "|---|---|",
-        "| offered load | %d tunnels/s (CONNECT churn), %d requests/s (keep-alive HTTP), %d queries/s on each DNS stream "
-        "(cached, denied, miss), one bulk tunnel 2 s in every 10, a denied CONNECT every 0.2 s, one rule a second |"
+        "| offered load | %d tunnels/s (CONNECT churn), %d requests/s (keep-alive HTTP), "
+        "%d queries/s on each DNS stream (cached, denied, miss), one bulk tunnel 2 s in every 10, "
+        "a denied CONNECT every 0.2 s, one rule a second |"
         % (res["rates"]["churn"], res["rates"]["http"], res["rates"]["dns"]),
         "| work done | %d tunnels, %d HTTP requests, %.1f GB bulk, %d DNS queries, %d denied CONNECTs, %d rules added |"
         % (c.get("churn_tunnels", 0), c.get("http_requests", 0), c.get("bulk_bytes", 0) / 1e9,
@@ -646,7 +647,8 @@ def render(res, path):
         "| RSS at rest: warm baseline → after the run | %d KiB → %d KiB (%+.1f%%; peak under load %s KiB) |"
         % (res["baseline"]["rss_kib"], res["end"]["rss_kib"], 100 * (res["rss_ratio"] - 1),
            res["peak"]["rss_kib"] if res["peak"] else "?"),
-        "| of which the rules added since the baseline (%d bytes each, measured in this run) | %d KiB; the rest %+.1f%% |"
+        "| of which the rules added since the baseline (%d bytes each, measured in this run) "
+        "| %d KiB; the rest %+.1f%% |"
         % (res["rule_cost_bytes"], res["rules_kib"], 100 * (res["rss_residual_ratio"] - 1)),
         "| heap in use at rest (the C library's count): warm baseline → after the run | %s |"
         % heap_row(res["baseline"].get("heap"), res["end"].get("heap"), res.get("heap_residual_ratio")),

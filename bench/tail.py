@@ -181,7 +181,7 @@ def main():
                 lat = run["results"]["latency_us"]
                 p99[name].append(lat.get("p99_us"))
                 print("tail: round %d %-18s p50 %5s p99 %5s µs" % (r + 1, name, lat.get("p50_us"),
-                                                                  lat.get("p99_us")), flush=True)
+                                                                   lat.get("p99_us")), flush=True)
     out["systems"] = {name: dict(analyse(runs, args.duration), p99_rounds_us=p99[name],
                                  cpu_rounds=[1000 * c / max(1, len(x)) for c, x in zip(cpu[name], runs)],
                                  cpu_s_per_1000=1000 * sum(cpu[name]) / max(1, sum(len(x) for x in runs)))
@@ -220,7 +220,7 @@ def render(out):
         for n in names))
     lines.append("| each round's p99 minus haproxy's (µs) | %s |" % " | ".join(
         ", ".join("%+d" % (a - b) for a, b in zip(out["systems"][n]["p99_rounds_us"],
-                                                 base["p99_rounds_us"]) if a and b)
+                                                  base["p99_rounds_us"]) if a and b)
         if n != "haproxy" else "-" for n in names))
     lines.append("| p99 of each round (µs) | %s |" % " | ".join(
         ", ".join(str(v) for v in out["systems"][n]["p99_rounds_us"]) for n in names))

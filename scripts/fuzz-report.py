@@ -32,7 +32,8 @@ def main():
             if r["minutes"] >= a.minutes:
                 latest[r["target"]] = r
     corpus = os.path.join(ROOT, "tests", "fuzz", "corpus")
-    lines = ["| target | run (UTC) | minutes | executions | edges covered | features | corpus: before → after | crashes |",
+    lines = ["| target | run (UTC) | minutes | executions | edges covered | features "
+             "| corpus: before → after | crashes |",
              "|---|---|---|---|---|---|---|---|"]
     for t in sorted(os.listdir(corpus)):
         r = latest.get(t)

@@ -204,10 +204,10 @@ class Workspace:
     def env(self, internet, extra=None):
         env = dict(extra or {})
         env.update({"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
-               "HOME": self.home, "XDG_STATE_HOME": self.state,
-               "VIBEPIT_TEST_EGRESS_NETWORK": internet.name, "NO_COLOR": "1",
-               # everything vibepit creates for the tests carries dev.vibepit.test=e2e
-               "VIBEPIT_TEST_LABEL": "e2e"})
+                    "HOME": self.home, "XDG_STATE_HOME": self.state,
+                    "VIBEPIT_TEST_EGRESS_NETWORK": internet.name, "NO_COLOR": "1",
+                    # everything vibepit creates for the tests carries dev.vibepit.test=e2e
+                    "VIBEPIT_TEST_LABEL": "e2e"})
         for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"):
             if k in os.environ:
                 env[k] = os.environ[k]

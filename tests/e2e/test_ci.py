@@ -8,9 +8,7 @@ answer to the CONNECT, whatever the fake upstream (an echo server) says after it
 import json
 import os
 import signal
-import subprocess
 import sys
-import time
 import unittest
 import xml.etree.ElementTree as ET
 
@@ -44,7 +42,7 @@ class CiTest(unittest.TestCase):
     def ci(self, args, job, expect, timeout=300, extra_env=None):
         """vibepit ci ARGS -- bash -c PRELUDE+JOB; checks the exit status, returns the run."""
         r = self.ws.vibepit(INTERNET, ["ci", "-q"] + DNS + args + ["--", "bash", "-c",
-                                                                     PRELUDE + job],
+                                                                   PRELUDE + job],
                             timeout=timeout, extra_env=extra_env)
         self.assertEqual(r.returncode, expect, "stdout:\n%s\nstderr:\n%s" % (r.stdout, r.stderr))
         self.assertEqual(self.left_over(), [], "the session was not removed")

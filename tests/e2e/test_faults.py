@@ -72,7 +72,7 @@ class FaultTest(unittest.TestCase):
     def start(self, pause=None, command=("sleep", "300")):
         extra = {"VIBEPIT_TEST_PAUSE": pause} if pause else None
         return self.ws.vibepit_popen(INTERNET, ["run", "-T", "--image", BUSYBOX, "--upstream-dns",
-                                        h.DNS_ADDR, "--"] + list(command), extra_env=extra)
+                                                h.DNS_ADDR, "--"] + list(command), extra_env=extra)
 
     def project_label(self):
         import hashlib

@@ -274,7 +274,7 @@ class FreshSessionTest(unittest.TestCase):
 
     def run_session(self, args, script, **kw):
         return self.ws.vibepit(INTERNET, ["run", "-T"] + args + ["--upstream-dns", h.DNS_ADDR,
-                                                            "--", "bash", "-c", script], **kw)
+                                                                 "--", "bash", "-c", script], **kw)
 
     def test_exit_status_and_cleanup(self):
         # PATH after repeated -p flags stays the PATH (scripts/run.sh calls it so).
@@ -295,10 +295,10 @@ class FreshSessionTest(unittest.TestCase):
 
     def test_two_runs_at_once_make_one_session(self):
         first = self.ws.vibepit_popen(INTERNET, ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR, "--",
-                                         "sleep", "120"])
+                                                 "sleep", "120"])
         try:
             r = self.ws.vibepit(INTERNET, ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR, "--",
-                                       "bash", "-c", "echo joined $VIBEPIT_SESSION"])
+                                           "bash", "-c", "echo joined $VIBEPIT_SESSION"])
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(len(os.listdir(self.ws.sessions_dir())), 1)  # the second joined
             self.assertEqual(r.stdout.split(), ["joined", os.listdir(self.ws.sessions_dir())[0]])

@@ -81,10 +81,10 @@ class ConnectTest(base.TopologyCase):
     # ------------------------------------------------------------ refused
 
     def test_not_allowlisted_names_host_port_and_hint(self):
-        resp = self.connect_refused("other.test:443", 403, "other.test", "443", "allowlist",
-                                    "vibepit allow-http other.test:443", error="http_request_denied")
-        resp = self.connect_refused("allowed.test:8443", 403, "vibepit allow-http allowed.test:8443",
-                                    error="http_request_denied")
+        self.connect_refused("other.test:443", 403, "other.test", "443", "allowlist",
+                             "vibepit allow-http other.test:443", error="http_request_denied")
+        self.connect_refused("allowed.test:8443", 403, "vibepit allow-http allowed.test:8443",
+                             error="http_request_denied")
 
     def test_curl_sees_403(self):
         r = self.curl("http://other.test:443/", tunnel=True)
@@ -171,7 +171,7 @@ class ConnectTest(base.TopologyCase):
             ("[::]:443", "::/128"),
             ("[::ffff:127.0.0.1]:80", "127.0.0.0/8"),  # mapped loopback
             ("[::127.0.0.1]:80", "127.0.0.0/8"),       # IPv4-compatible
-            ("[64:ff9b::10.0.0.1]:443", "10.0.0.0/8"), # NAT64 well-known prefix
+            ("[64:ff9b::10.0.0.1]:443", "10.0.0.0/8"),  # NAT64 well-known prefix
             ("[2002:a00:1::1]:443", "10.0.0.0/8"),     # 6to4 embeds 10.0.0.1
         ]
         for target, cidr in cases:

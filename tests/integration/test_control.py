@@ -84,7 +84,8 @@ class HandshakeMatrix(ControlCase):
             args += ["--cert", cert, "--key", key]
         return self.curl(*(args + list(extra) + ["https://%s:%d/v1/health" % (CHOST, self.cport)]))
 
-    def s_client(self, cert=None, key=None, extra=(), request=b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"):
+    def s_client(self, cert=None, key=None, extra=(),
+                 request=b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"):
         argv = ["openssl", "s_client", "-connect", "%s:%d" % (CHOST, self.cport), "-CAfile", self.ca.cert,
                 "-verify_return_error", "-quiet"]
         if cert:
@@ -234,8 +235,9 @@ class Standalone(ControlCase):
 
         rc, out, err = self.vibepit("logs", "--json", "--session", self.session_dir)
         self.assertEqual(rc, 0, err)
-        mine = [json.loads(l) for l in out.splitlines()
-                if l.strip() and json.loads(l).get("host") == target and json.loads(l).get("event") == "decision"]
+        mine = [json.loads(line) for line in out.splitlines()
+                if line.strip() and json.loads(line).get("host") == target
+                and json.loads(line).get("event") == "decision"]
         self.assertEqual([r["verdict"] for r in mine], ["deny", "allow"], out)
         self.assertEqual(mine[1]["rule"], "%s:80" % target)
 
@@ -519,7 +521,7 @@ class LogFaultTest(base.TopologyCase):
         self.deny(p, "after", 20)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            got = [json.loads(l) for l in self.lines(path) if l.startswith(b"{") and l.endswith(b"}")]
+            got = [json.loads(line) for line in self.lines(path) if line.startswith(b"{") and line.endswith(b"}")]
             if sum(1 for r in got if r.get("host", "").startswith("after")) == 20:
                 break
             time.sleep(0.05)
@@ -527,7 +529,7 @@ class LogFaultTest(base.TopologyCase):
         self.assertEqual(sum(1 for h in hosts if h.startswith("after")), 20, p.diag())
         self.assertEqual(self.unwritten(c), lost, "writes still failing after space returned")
         self.assertIn("writing again", p.stderr())
-        bad = [l for l in self.lines(path) if not (l.startswith(b"{") and l.endswith(b"}"))]
+        bad = [line for line in self.lines(path) if not (line.startswith(b"{") and line.endswith(b"}"))]
         self.assertLessEqual(len(bad), 1, "more than the one line cut by the full disk: %r" % bad)
 
     def test_sighup_reopens_the_log_after_an_outside_rotation(self):
@@ -551,7 +553,7 @@ class LogFaultTest(base.TopologyCase):
                 self.fail("no new file after SIGHUP%s" % p.diag())
             time.sleep(0.05)
         # Two I/O threads: their records may reach the file in either order.
-        self.assertEqual(sorted(json.loads(l)["host"] for l in self.lines(path)),
+        self.assertEqual(sorted(json.loads(line)["host"] for line in self.lines(path)),
                          ["after0.test", "after1.test"])
         self.assertEqual(len(self.lines(path + ".1")), 3)
         self.assertTrue(p.alive())

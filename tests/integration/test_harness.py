@@ -160,7 +160,6 @@ class HarnessTest(base.TopologyCase):
         self.assertEqual(r.json()["local"], "[2001:db8::10]:80")
 
 
-
 class ToolsTest(unittest.TestCase):
     """Every external command the suite and the benchmarks run is declared in scripts/deps.txt,
     and every command of the groups scripts/test.sh installs is there."""

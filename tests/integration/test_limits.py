@@ -332,7 +332,7 @@ class DescriptorExhaustionTest(base.TopologyCase):
         p = self.start_proxy(allow_http=RULES, threads=1, max_connections=1000,
                              argv_prefix=["prlimit", "--nofile=200:900", "--"])
         with open("/proc/%d/limits" % p.proc.pid) as f:
-            line = [l for l in f if l.startswith("Max open files")][0]
+            line = [row for row in f if row.startswith("Max open files")][0]
         self.assertEqual(line.split()[3:5], ["900", "900"], line)
         err = p.stderr()
         self.assertIn("the open-file limit is 900, but this configuration can need", err)
@@ -362,7 +362,6 @@ class ShutdownTest(base.TopologyCase):
         status, took = p.wait_exit(5.0)
         self.assertEqual(status, 0, p.diag())
         self.assertLess(took, 1.5 + 1.5, "drain-timeout-ms is 1500")
-
 
     def test_sigterm_with_500_open_tunnels_writes_every_close_record(self):
         """500 tunnels open at SIGTERM: the proxy exits soon after drain-timeout-ms, and every

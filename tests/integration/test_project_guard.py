@@ -100,7 +100,7 @@ class ProjectGuardTest(unittest.TestCase):
         pids = self.server_pids()
         self.assertEqual(len(pids), 1)
         with open("/proc/%d/status" % pids[0]) as f:
-            uids = [l.split()[1:] for l in f if l.startswith("Uid:")][0]
+            uids = [line.split()[1:] for line in f if line.startswith("Uid:")][0]
         self.assertEqual(set(uids), {str(UID)})
 
     def test_modes_follow_the_agents_umask(self):

@@ -246,7 +246,7 @@ def bulk_transfer(sock, n_down, n_up, seed=1, until_eof=False, chunk=1 << 20):
             errors.append(e)
     t = threading.Thread(target=sender, daemon=True)
     t.start()
-    h, got, buf = hashlib.sha256(), 0, b""
+    h, got = hashlib.sha256(), 0
     while got < n_down:
         data = sock.recv(min(chunk, n_down - got))
         if not data:

@@ -341,7 +341,7 @@ class Topology:
     def _read_ndjson(path):
         try:
             with open(path) as f:
-                return [json.loads(l) for l in f if l.strip()]
+                return [json.loads(line) for line in f if line.strip()]
         except OSError:
             return []
 
