@@ -5,6 +5,7 @@
 #   asan     ASan+UBSan build: unit and integration tests
 #   tsan     TSan build: unit and integration tests
 #   fuzz     every libFuzzer target for a short run over its corpus
+# First, in seconds: clang-format and flake8 over the sources.
 # Integration tests need root (network namespaces); the e2e tests need a Docker engine:
 # when none answers, this script starts dockerd, and stops it at the end. Whatever the
 # tests made on the engine (label dev.vibepit.test) is removed.
@@ -192,6 +193,30 @@ stage() {  # name, build dir, labels run one at a time, preset's configure args.
 }
 
 step_done deps
+
+# Lint, before anything is built: the C++ as .clang-format lays it out, and the Python
+# (bench/, tests/, scripts/) as .flake8 asks. Seconds, and a failure names the file.
+lint() {
+  local rc=0 files
+  mapfile -t files < <(git ls-files '*.cpp' '*.hpp')
+  if ! clang-format --dry-run --Werror "${files[@]}"; then
+    echo "test: C++ not formatted as .clang-format says: run clang-format -i on the files above" >&2
+    rc=1
+  fi
+  if ! flake8 bench tests scripts; then
+    echo "test: flake8 found the above in bench/, tests/ or scripts/" >&2
+    rc=1
+  fi
+  if [ "$rc" -eq 0 ]; then
+    summary+=("lint: clang-format and flake8 clean (${#files[@]} C++ files)")
+  else
+    summary+=("lint: FAILED (clang-format or flake8; see above)")
+    failed=$((failed + 1))
+    status=1
+  fi
+}
+lint
+step_done lint
 if [ -n "${VIBEPIT_TEST_NO_E2E:-}" ]; then
   stage release build 'integration|soak' -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON
 else
