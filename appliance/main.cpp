@@ -14,13 +14,13 @@
 #include <CLI/CLI.hpp>
 
 #include "vibepit/control/plane.hpp"
+#include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/dns/server.hpp"
 #include "vibepit/policy/ip.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/resolver.hpp"
 #include "vibepit/proxy/server.hpp"
 #include "vibepit/runtime/config.hpp"
-#include "vibepit/runtime/decision_log.hpp"
 #include "vibepit/runtime/system_resolvers.hpp"
 
 namespace {
@@ -142,8 +142,8 @@ int main(int argc, char** argv) {
     // (stop_control), then the log's writer (~DecisionLog), and only then is the control
     // plane destroyed.
     std::optional<vibepit::control::ControlPlane> control;
-    vibepit::runtime::DecisionLog log(cfg.decision_log, cfg.decision_ring,
-                                      {cfg.decision_log_max_bytes, cfg.decision_log_keep});
+    vibepit::decision_log::DecisionLog log(cfg.decision_log, cfg.decision_ring,
+                                           {cfg.decision_log_max_bytes, cfg.decision_log_keep});
     struct StopControl {
       std::optional<vibepit::control::ControlPlane>& plane;
       ~StopControl() {

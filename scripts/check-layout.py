@@ -19,11 +19,12 @@ import tempfile
 ALLOWED = {
     "policy": set(),
     "http": {"policy"},
-    "runtime": {"policy"},
-    "proxy": {"runtime", "http", "policy"},
-    "dns": {"runtime", "policy"},
-    "control": {"runtime", "http", "policy"},
-    "appliance": {"proxy", "dns", "control", "runtime", "http", "policy"},
+    "decision_log": {"policy"},
+    "runtime": {"decision_log", "policy"},
+    "proxy": {"runtime", "decision_log", "http", "policy"},
+    "dns": {"runtime", "decision_log", "policy"},
+    "control": {"runtime", "decision_log", "http", "policy"},
+    "appliance": {"proxy", "dns", "control", "runtime", "decision_log", "http", "policy"},
     "docker": {"http"},
     "launcher": {"docker", "control", "runtime", "http", "policy"},
 }
@@ -91,10 +92,14 @@ def self_test():
         os.makedirs(os.path.join(tmp, "http", "include", "vibepit", "proxy"))
         with open(os.path.join(tmp, "http", "include", "vibepit", "proxy", "h.hpp"), "w") as f:
             f.write("#pragma once\n")
+        with open(os.path.join(tmp, "decision_log", "y.cpp"), "w") as f:
+            f.write('#include "vibepit/runtime/loop.hpp"\n')
         found = check(tmp)
         assert any("dns/x.cpp:2: dns includes vibepit/proxy/" in p for p in found), found
+        assert any("decision_log/y.cpp:1: decision_log includes vibepit/runtime/" in p
+                   for p in found), found
         assert any("a public header of http belongs under" in p for p in found), found
-        assert len(found) == 2, found
+        assert len(found) == 3, found
         shutil.rmtree(os.path.join(tmp, "control"))
         assert any("library control is missing" in p for p in check(tmp))
     finally:

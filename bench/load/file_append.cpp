@@ -1,5 +1,5 @@
 // `file-append`: what appending to a file costs the thread that does it, as the decision
-// log's writer appends its records (runtime/src/decision_log.cpp): a write() of --chunk
+// log's writer appends its records (decision_log/src/log_file.cpp): a write() of --chunk
 // bytes every --interval-us, and every --sync-every bytes a sync_file_range(WRITE) that
 // starts the disk write of what was appended. Each call is timed on its own. On a kernel
 // that does not preempt system calls (preempt=none) a call's time is time the core gives

@@ -7,15 +7,15 @@
 #include <string>
 
 #include "vibepit/control/stats.hpp"
-#include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/decision_log/decision_log.hpp"
 
 namespace {
 
 using namespace vibepit;
 
 // A keep-alive GET allowed and completed: the record the proxy writes for every request.
-runtime::DecisionRecord http_request() {
-  runtime::DecisionRecord r;
+decision_log::DecisionRecord http_request() {
+  decision_log::DecisionRecord r;
   r.id = 123'456'789;
   r.ts_us = 1'764'440'000'123'456;
   r.client = "192.0.2.2:40312";
@@ -37,8 +37,8 @@ runtime::DecisionRecord http_request() {
 }
 
 // A DNS query answered from upstream: address and port are formatted by the writer.
-runtime::DecisionRecord dns_answer() {
-  runtime::DecisionRecord r;
+decision_log::DecisionRecord dns_answer() {
+  decision_log::DecisionRecord r;
   r.id = 123'456'790;
   r.ts_us = 1'764'440'000'123'999;
   r.src = "dns";
@@ -57,11 +57,11 @@ runtime::DecisionRecord dns_answer() {
   return r;
 }
 
-void format(benchmark::State& state, const runtime::DecisionRecord& r) {
+void format(benchmark::State& state, const decision_log::DecisionRecord& r) {
   std::string out;
   for (auto _ : state) {
     out.clear();  // as the writer's batch: grown once, reused
-    runtime::append_json_line(out, r);
+    decision_log::append_json_line(out, r);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * out.size()));
@@ -77,7 +77,7 @@ void BM_FormatDnsRecord(benchmark::State& state) {
 }
 BENCHMARK(BM_FormatDnsRecord);
 
-void count(benchmark::State& state, const runtime::DecisionRecord& r) {
+void count(benchmark::State& state, const decision_log::DecisionRecord& r) {
   control::DecisionStats stats;
   for (auto _ : state) stats.observe(r);
   benchmark::DoNotOptimize(stats.tracked_hosts());

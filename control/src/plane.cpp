@@ -41,7 +41,7 @@ asio::ip::tcp::endpoint to_endpoint(const runtime::Endpoint& e) {
 
 class ControlPlane::Feed : public DecisionFeed {
  public:
-  explicit Feed(const runtime::DecisionLog& log) : log_(log) {}
+  explicit Feed(const decision_log::DecisionLog& log) : log_(log) {}
   std::vector<Entry> since(std::uint64_t after, std::size_t limit,
                            std::uint64_t& lost) const override {
     std::vector<Entry> out;
@@ -57,14 +57,15 @@ class ControlPlane::Feed : public DecisionFeed {
   }
 
  private:
-  const runtime::DecisionLog& log_;
+  const decision_log::DecisionLog& log_;
 };
 
 // The decision counters, plus what only the control server and the log know: refused
 // handshakes and requests, and records dropped because the log's queues were full.
 class ControlPlane::Metrics : public StatsSource {
  public:
-  Metrics(const DecisionStats& stats, const runtime::DecisionLog& log) : stats_(stats), log_(log) {}
+  Metrics(const DecisionStats& stats, const decision_log::DecisionLog& log)
+      : stats_(stats), log_(log) {}
   void attach(const ServerCounters* c) { server_ = c; }  // before the control thread starts
 
   std::string stats_json() const override {
@@ -128,7 +129,7 @@ class ControlPlane::Metrics : public StatsSource {
 
  private:
   const DecisionStats& stats_;
-  const runtime::DecisionLog& log_;
+  const decision_log::DecisionLog& log_;
   const ServerCounters* server_ = nullptr;
 };
 
@@ -161,14 +162,14 @@ PeerCredentials read_server_credentials(int fd) {
 }
 
 ControlPlane::ControlPlane(const runtime::Config& cfg, policy::SnapshotStore& store,
-                           runtime::DecisionLog& log, PlaneOptions opts)
+                           decision_log::DecisionLog& log, PlaneOptions opts)
     : cfg_(cfg),
       opts_(std::move(opts)),
       feed_(std::make_unique<Feed>(log)),
       stats_(cfg.control.stats_hosts),
       metrics_(std::make_unique<Metrics>(stats_, log)),
       rules_(store) {
-  log.set_observer([this](const runtime::DecisionRecord& r) { stats_.observe(r); });
+  log.set_observer([this](const decision_log::DecisionRecord& r) { stats_.observe(r); });
   session_id_ = opts_.session_id;
   if (session_id_.empty()) {
     session_id_ =

@@ -75,7 +75,7 @@ DecisionStats::HostCounters& DecisionStats::host(const std::string& name) {
   return hosts_[name];
 }
 
-void DecisionStats::observe(const runtime::DecisionRecord& r) {
+void DecisionStats::observe(const decision_log::DecisionRecord& r) {
   std::lock_guard lock(mu_);
   const bool dns = std::string_view(r.src) == "dns";
   if (r.close) {

@@ -139,7 +139,7 @@ class DnsWorker::TcpConn : public std::enable_shared_from_this<TcpConn> {
 };
 
 DnsWorker::DnsWorker(asio::io_context& io, const runtime::Config& cfg, policy::SnapshotStore& store,
-                     runtime::DecisionLog::Producer& log, SharedCache& cache)
+                     decision_log::DecisionLog::Producer& log, SharedCache& cache)
     : io_(io), cfg_(cfg), handler_(io, cfg, store, log, cache, *this) {}
 
 DnsWorker::~DnsWorker() {

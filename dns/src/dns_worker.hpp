@@ -20,17 +20,17 @@
 
 #include "query_handler.hpp"
 #include "shared_cache.hpp"
+#include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/runtime/accept_loop.hpp"
 #include "vibepit/runtime/config.hpp"
-#include "vibepit/runtime/decision_log.hpp"
 
 namespace vibepit::dns {
 
 class DnsWorker final : public Replier, public std::enable_shared_from_this<DnsWorker> {
  public:
   DnsWorker(asio::io_context& io, const runtime::Config& cfg, policy::SnapshotStore& store,
-            runtime::DecisionLog::Producer& log, SharedCache& cache);
+            decision_log::DecisionLog::Producer& log, SharedCache& cache);
   ~DnsWorker();
 
   // Binding happens on the caller's thread before the loop runs.

@@ -45,12 +45,12 @@ struct QueryHandler::Forward {
   QueryHandler* handler = nullptr;
   std::vector<std::uint8_t> pkt;  // the client's query, for its ID and question bytes
   Query q;
-  runtime::DecisionRecord rec;
+  decision_log::DecisionRecord rec;
   ReplyTo to;
 };
 
 QueryHandler::QueryHandler(asio::io_context& io, const runtime::Config& cfg,
-                           policy::SnapshotStore& store, runtime::DecisionLog::Producer& log,
+                           policy::SnapshotStore& store, decision_log::DecisionLog::Producer& log,
                            SharedCache& cache, Replier& replier)
     : cfg_(cfg),
       store_(store),
@@ -84,11 +84,12 @@ void QueryHandler::stop() {
   log_.flush();  // the last summaries
 }
 
-runtime::DecisionRecord QueryHandler::make_record(const Query& q, const asio::ip::address& client,
-                                                  std::uint16_t port, Transport t) {
-  runtime::DecisionRecord rec;
+decision_log::DecisionRecord QueryHandler::make_record(const Query& q,
+                                                       const asio::ip::address& client,
+                                                       std::uint16_t port, Transport t) {
+  decision_log::DecisionRecord rec;
   rec.id = log_.next_id();
-  rec.ts_us = runtime::now_us();
+  rec.ts_us = decision_log::now_us();
   rec.src = "dns";
   // Text is made by the log's writer thread, off this path.
   rec.client_ip = runtime::to_ip_addr(client);
@@ -100,10 +101,10 @@ runtime::DecisionRecord QueryHandler::make_record(const Query& q, const asio::ip
   return rec;
 }
 
-void QueryHandler::emit(runtime::DecisionRecord& rec, Rcode rc) {
+void QueryHandler::emit(decision_log::DecisionRecord& rec, Rcode rc) {
   rec.rcode = to_string(rc).data();  // a view of a string literal: NUL-terminated
   rec.elapsed_us =
-      static_cast<std::uint32_t>(std::max<std::int64_t>(runtime::now_us() - rec.ts_us, 1));
+      static_cast<std::uint32_t>(std::max<std::int64_t>(decision_log::now_us() - rec.ts_us, 1));
   // Over-limit queries are folded whatever the budget; other denials past it.
   const policy::IpAddr client = rec.client_ip;
   if (rec.reason == policy::Reason::rate_limited) {
@@ -118,7 +119,7 @@ std::size_t QueryHandler::reply_limit(const Query& q, Transport t) const {
 }
 
 void QueryHandler::reply_error(std::span<const std::uint8_t> pkt, const Query& q, Rcode rc,
-                               runtime::DecisionRecord& rec, const ReplyTo& to) {
+                               decision_log::DecisionRecord& rec, const ReplyTo& to) {
   auto n = build_error(pkt, q, rc, cfg_.dns.udp_payload, wbuf_);
   emit(rec, rc);
   if (n) replier_.deliver(to, std::span<const std::uint8_t>(wbuf_.data(), n));
@@ -209,7 +210,7 @@ bool QueryHandler::handle(std::span<const std::uint8_t> pkt, const asio::ip::add
 }
 
 void QueryHandler::forward(std::span<const std::uint8_t> pkt, const Query& q,
-                           runtime::DecisionRecord rec, ReplyTo to) {
+                           decision_log::DecisionRecord rec, ReplyTo to) {
   auto n = build_upstream_query(pkt, q, cfg_.dns.udp_payload, qbuf_);
   if (n == 0) {
     rec.reason = policy::Reason::invalid_target;

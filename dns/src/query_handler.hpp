@@ -19,13 +19,13 @@
 
 #include "shared_cache.hpp"
 #include "udp_upstream.hpp"
+#include "vibepit/decision_log/decision_log.hpp"
+#include "vibepit/decision_log/folding_log.hpp"
 #include "vibepit/dns/filter.hpp"
 #include "vibepit/dns/wire.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/runtime/ares_channel.hpp"
 #include "vibepit/runtime/config.hpp"
-#include "vibepit/runtime/decision_log.hpp"
-#include "vibepit/runtime/folding_log.hpp"
 #include "vibepit/runtime/token_bucket.hpp"
 
 namespace vibepit::dns {
@@ -70,7 +70,7 @@ class RateLimiter {
 class QueryHandler {
  public:
   QueryHandler(asio::io_context& io, const runtime::Config& cfg, policy::SnapshotStore& store,
-               runtime::DecisionLog::Producer& log, SharedCache& cache, Replier& replier);
+               decision_log::DecisionLog::Producer& log, SharedCache& cache, Replier& replier);
   ~QueryHandler();
   QueryHandler(const QueryHandler&) = delete;
   QueryHandler& operator=(const QueryHandler&) = delete;
@@ -95,7 +95,7 @@ class QueryHandler {
   struct Forward;
 
   // The answer is judged with the rules in force when it arrives (on_upstream).
-  void forward(std::span<const std::uint8_t> pkt, const Query& q, runtime::DecisionRecord rec,
+  void forward(std::span<const std::uint8_t> pkt, const Query& q, decision_log::DecisionRecord rec,
                ReplyTo to);
   static void on_upstream(void* arg, int status, int timeouts, unsigned char* abuf, int alen);
   static void on_udp_upstream(void* arg, UpstreamStatus status,
@@ -103,12 +103,12 @@ class QueryHandler {
   // `failure`: why there is no answer (nullptr when there is one).
   void finish_forward(Forward& f, const char* failure, std::span<const std::uint8_t> answer);
   void reply_error(std::span<const std::uint8_t> pkt, const Query& q, Rcode rc,
-                   runtime::DecisionRecord& rec, const ReplyTo& to);
-  runtime::DecisionRecord make_record(const Query& q, const asio::ip::address& client,
-                                      std::uint16_t port, Transport t);
+                   decision_log::DecisionRecord& rec, const ReplyTo& to);
+  decision_log::DecisionRecord make_record(const Query& q, const asio::ip::address& client,
+                                           std::uint16_t port, Transport t);
   // Writes `rec`, or folds it (FoldingLog): over-limit queries always, other denials past
   // decision-log-per-client.
-  void emit(runtime::DecisionRecord& rec, Rcode rc);
+  void emit(decision_log::DecisionRecord& rec, Rcode rc);
   Rcode deny_rcode() const { return cfg_.dns.deny_nxdomain ? Rcode::nxdomain : Rcode::refused; }
   std::size_t reply_limit(const Query& q, Transport t) const;
   // A Forward for a query going upstream: one that an answered query left, or a new one.
@@ -122,7 +122,7 @@ class QueryHandler {
   QtypeSet qtypes_ = QtypeSet::none();
   std::vector<policy::IpAddr> hit_addrs_;  // a cache hit's addresses; capacity reused
   RateLimiter limiter_;
-  runtime::FoldingLog log_;  // deny records: written, or folded past decision-log-per-client
+  decision_log::FoldingLog log_;  // deny records: written, or folded past decision-log-per-client
   std::chrono::steady_clock::time_point now_{};  // when the query being handled arrived
   std::size_t pending_ = 0;                      // upstream queries in flight
   bool stopped_ = false;

@@ -121,7 +121,7 @@ asio::awaitable<bool> forward_request_body(Session& s, const http::Framing& fram
 
 // The response to one request, and any interim responses before it.
 asio::awaitable<bool> forward_response(Session& s, std::string_view method, bool client_keep_alive,
-                                       bool& keep_client, runtime::DecisionRecord& rec) {
+                                       bool& keep_client, decision_log::DecisionRecord& rec) {
   asio::error_code ec;
   const std::string req_method(method);
   ByteBuffer& upbuf = s.upstream_bytes();
@@ -216,7 +216,7 @@ std::variant<Checked, Invalid> check_request(const http::RequestHead& head,
 // recycling (about 1 KiB): a larger one goes to malloc on every request.
 asio::awaitable<bool> exchange(Session& s, std::string_view method,
                                const std::string& upstream_head, const Checked& req,
-                               runtime::DecisionRecord& rec) {
+                               decision_log::DecisionRecord& rec) {
   rec.totals = true;
   const auto started = Session::clock::now();
   s.touch();

@@ -14,7 +14,7 @@ namespace vibepit::proxy {
 using asio::ip::tcp;
 
 ProxyServer::ProxyServer(const runtime::Config& cfg, policy::SnapshotStore& store,
-                         runtime::DecisionLog& log)
+                         decision_log::DecisionLog& log)
     : cfg_(cfg) {
   unsigned n = cfg.threads ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < n; ++i) {

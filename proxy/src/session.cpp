@@ -244,12 +244,12 @@ asio::awaitable<void> Session::run() {
   close_all();
 }
 
-runtime::DecisionRecord Session::new_record(std::string_view method, std::string_view host,
-                                            std::uint16_t port) {
-  runtime::DecisionRecord rec;
+decision_log::DecisionRecord Session::new_record(std::string_view method, std::string_view host,
+                                                 std::uint16_t port) {
+  decision_log::DecisionRecord rec;
   w_.log().reuse_buffers(rec);  // a long host or rule allocates nothing on this thread
   rec.id = w_.log().next_id();
-  rec.ts_us = runtime::now_us();
+  rec.ts_us = decision_log::now_us();
   rec.client_ip = client_ip_;  // the log's writer formats "address:port"
   rec.client_port = client_port_;
   rec.method = std::string(method);
@@ -258,26 +258,26 @@ runtime::DecisionRecord Session::new_record(std::string_view method, std::string
   return rec;  // gen and mode come from the snapshot decide_and_dial takes
 }
 
-runtime::DecisionRecord Session::copy_record(const runtime::DecisionRecord& rec) {
-  runtime::DecisionRecord copy;
+decision_log::DecisionRecord Session::copy_record(const decision_log::DecisionRecord& rec) {
+  decision_log::DecisionRecord copy;
   w_.log().reuse_buffers(copy);
   copy = rec;  // each string is copied into the capacity it has
   return copy;
 }
 
-void Session::mark_decided(runtime::DecisionRecord& rec) {
+void Session::mark_decided(decision_log::DecisionRecord& rec) {
   rec.elapsed_us =
-      static_cast<std::uint32_t>(std::max<std::int64_t>(runtime::now_us() - rec.ts_us, 1));
+      static_cast<std::uint32_t>(std::max<std::int64_t>(decision_log::now_us() - rec.ts_us, 1));
 }
 
-void Session::emit(runtime::DecisionRecord rec) {
+void Session::emit(decision_log::DecisionRecord rec) {
   // Denials past decision-log-per-client are folded into one summary per client and second.
   w_.log().write(std::move(rec), client_ip_, clock::now());
 }
 
-void Session::emit_close(runtime::DecisionRecord rec, clock::time_point started) {
+void Session::emit_close(decision_log::DecisionRecord rec, clock::time_point started) {
   rec.close = true;
-  rec.ts_us = runtime::now_us();
+  rec.ts_us = decision_log::now_us();
   rec.ms = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started).count());
   emit(std::move(rec));
@@ -285,7 +285,7 @@ void Session::emit_close(runtime::DecisionRecord rec, clock::time_point started)
 
 // decide -> resolve -> select -> dial: one call each (parsing came before).
 asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& target,
-                                                        runtime::DecisionRecord& rec,
+                                                        decision_log::DecisionRecord& rec,
                                                         bool reuse_ok) {
   auto snap = w_.snapshot();  // one snapshot for the whole decision
   rec.gen = snap->generation;

@@ -11,7 +11,7 @@
 namespace vibepit::proxy {
 
 asio::awaitable<void> tunnel(Session& s, const http::Authority& target,
-                             runtime::DecisionRecord& rec) {
+                             decision_log::DecisionRecord& rec) {
   auto dial = co_await s.decide_and_dial(target, rec, false);
   s.mark_decided(rec);
   if (s.closed()) co_return;

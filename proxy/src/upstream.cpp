@@ -24,7 +24,7 @@ Outcome dial_failed(Outcome o, std::string_view display, const std::vector<polic
   return o;
 }
 
-void record_outcome(runtime::DecisionRecord& rec, const Outcome& o) {
+void record_outcome(decision_log::DecisionRecord& rec, const Outcome& o) {
   rec.verdict = o.decision.verdict;
   rec.would_deny = o.decision.would_deny;
   rec.reason = o.decision.reason;

@@ -34,7 +34,7 @@ void refuse_now(tcp::socket& s, int status, std::string_view why) {
 }  // namespace
 
 Worker::Worker(const runtime::Config& cfg, policy::SnapshotStore& store,
-               runtime::DecisionLog::Producer& producer, std::atomic<std::size_t>& active)
+               decision_log::DecisionLog::Producer& producer, std::atomic<std::size_t>& active)
     : cfg_(cfg),
       store_(store),
       producer_(producer),

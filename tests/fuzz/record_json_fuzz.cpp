@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_check.hpp"
-#include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/decision_log/decision_log.hpp"
 
 namespace {
 
 using json = nlohmann::json;
-using vibepit::runtime::DecisionRecord;
+using vibepit::decision_log::DecisionRecord;
 
 // Whether nlohmann, whose decoder is not ours, takes `s` as UTF-8.
 bool valid_utf8(const std::string& s) {
@@ -80,7 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   r.detail = parts[6];
   if (flags & 1) r.transport = "udp";
 
-  const std::string line = vibepit::runtime::to_json_line(r);
+  const std::string line = vibepit::decision_log::to_json_line(r);
   CHECK(!line.empty() && line.back() == '\n');
   CHECK(line.find('\n') == line.size() - 1);
   CHECK(line.find('\r') == std::string::npos);

@@ -6,13 +6,13 @@
 #include <cstdint>
 #include <thread>
 
-#include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/decision_log/decision_log.hpp"
 
 namespace vibepit::testing {
 
 // Sleeps (allocating nothing) until `log` has written `records`, at most 5 s; true when it
 // has.
-inline bool wait_written(const runtime::DecisionLog& log, std::uint64_t records) {
+inline bool wait_written(const decision_log::DecisionLog& log, std::uint64_t records) {
   using namespace std::chrono_literals;
   const auto until = std::chrono::steady_clock::now() + 5s;
   while (log.written() < records && std::chrono::steady_clock::now() < until) {

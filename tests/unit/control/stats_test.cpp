@@ -11,8 +11,8 @@ namespace {
 
 using json = nlohmann::json;
 
-runtime::DecisionRecord proxy_decision(std::string host, policy::Verdict v, int status) {
-  runtime::DecisionRecord r;
+decision_log::DecisionRecord proxy_decision(std::string host, policy::Verdict v, int status) {
+  decision_log::DecisionRecord r;
   r.host = std::move(host);
   r.verdict = v;
   r.reason =
@@ -22,8 +22,8 @@ runtime::DecisionRecord proxy_decision(std::string host, policy::Verdict v, int 
   return r;
 }
 
-runtime::DecisionRecord dns_answer(std::string host, bool cached) {
-  runtime::DecisionRecord r;
+decision_log::DecisionRecord dns_answer(std::string host, bool cached) {
+  decision_log::DecisionRecord r;
   r.src = "dns";
   r.host = std::move(host);
   r.verdict = policy::Verdict::allow;

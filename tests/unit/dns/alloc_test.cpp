@@ -185,8 +185,8 @@ class DnsAllocation : public ::testing::Test {
   asio::io_context io;
   runtime::Config cfg;
   policy::SnapshotStore store{nullptr};
-  runtime::DecisionLog log{"", 1 << 12};
-  runtime::DecisionLog::Producer& producer = log.make_producer();
+  decision_log::DecisionLog log{"", 1 << 12};
+  decision_log::DecisionLog::Producer& producer = log.make_producer();
   SharedCache cache{CacheLimits{}};
   Recorder sent;
   std::unique_ptr<QueryHandler> handler;

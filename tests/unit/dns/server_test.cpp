@@ -44,8 +44,8 @@ struct Fixture : ::testing::Test {
   asio::io_context io;
   runtime::Config cfg = config();
   policy::SnapshotStore store{rules({"www.example.com"})};
-  runtime::DecisionLog log{"", 100};
-  runtime::DecisionLog::Producer& producer = log.make_producer();
+  decision_log::DecisionLog log{"", 100};
+  decision_log::DecisionLog::Producer& producer = log.make_producer();
   SharedCache cache{CacheLimits{}};
   Recorder sent;
   QueryHandler handler{io, cfg, store, producer, cache, sent};

@@ -136,8 +136,8 @@ class AllocationTest : public ::testing::Test {
 
   runtime::Config cfg;
   policy::SnapshotStore store{nullptr};
-  runtime::DecisionLog log{"", 1 << 12};
-  runtime::DecisionLog::Producer& producer = log.make_producer();
+  decision_log::DecisionLog log{"", 1 << 12};
+  decision_log::DecisionLog::Producer& producer = log.make_producer();
   std::atomic<std::size_t> active{0};
   std::unique_ptr<Worker> w;
   std::atomic<int> upstream_fd{-1};

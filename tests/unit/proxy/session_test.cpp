@@ -47,7 +47,7 @@ class SessionTest : public ::testing::Test {
   SessionTest() {
     cfg.upstream_dns = {runtime::Endpoint{ip("127.0.0.1"), 9}};  // never asked: lookup is faked
     cfg.splice = runtime::SpliceMode::off;
-    log.set_observer([this](const runtime::DecisionRecord& r) {
+    log.set_observer([this](const decision_log::DecisionRecord& r) {
       std::lock_guard lock(mu);
       records_.push_back(r);
     });
@@ -148,7 +148,7 @@ class SessionTest : public ::testing::Test {
     for (int i = 0; i < 50 && w->io().poll() > 0;) ++i;
   }
 
-  std::vector<runtime::DecisionRecord> records() {
+  std::vector<decision_log::DecisionRecord> records() {
     settle();
     log.stop();
     std::lock_guard lock(mu);
@@ -157,8 +157,8 @@ class SessionTest : public ::testing::Test {
 
   runtime::Config cfg;
   policy::SnapshotStore store{nullptr};
-  runtime::DecisionLog log{"", 1024};
-  runtime::DecisionLog::Producer& producer = log.make_producer();
+  decision_log::DecisionLog log{"", 1024};
+  decision_log::DecisionLog::Producer& producer = log.make_producer();
   std::atomic<std::size_t> active{0};
   std::unique_ptr<Worker> w;
 
@@ -170,7 +170,7 @@ class SessionTest : public ::testing::Test {
 
  private:
   std::mutex mu;
-  std::vector<runtime::DecisionRecord> records_;
+  std::vector<decision_log::DecisionRecord> records_;
 };
 
 ResolveResult resolves_to(std::initializer_list<std::string_view> addrs) {
@@ -242,7 +242,7 @@ TEST_F(SessionTest, ConnectDialsOnlyTheCheckedAddressesAndRelays) {
   EXPECT_EQ(recs[0].status, 200);
   EXPECT_EQ(recs[0].client_ip, ip("127.0.0.1"));
   EXPECT_EQ(recs[0].client_port, 40000);
-  EXPECT_NE(runtime::to_json_line(recs[0]).find("\"client\":\"127.0.0.1:40000\""),
+  EXPECT_NE(decision_log::to_json_line(recs[0]).find("\"client\":\"127.0.0.1:40000\""),
             std::string::npos);
   EXPECT_FALSE(recs[0].close);
   EXPECT_TRUE(recs[1].close);

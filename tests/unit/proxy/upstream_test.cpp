@@ -77,7 +77,7 @@ struct OpenUpstream : ::testing::Test {
   // would be written, and whether the fakes were asked at all.
   struct Run {
     Outcome outcome;
-    runtime::DecisionRecord rec;
+    decision_log::DecisionRecord rec;
     bool cancelled = false;
   };
   Run run(std::string_view authority) {

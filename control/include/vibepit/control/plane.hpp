@@ -15,9 +15,9 @@
 #include "vibepit/control/rule_updater.hpp"
 #include "vibepit/control/server.hpp"
 #include "vibepit/control/stats.hpp"
+#include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/runtime/config.hpp"
-#include "vibepit/runtime/decision_log.hpp"
 
 namespace vibepit::control {
 
@@ -33,8 +33,8 @@ PeerCredentials read_server_credentials(int fd);
 class ControlPlane {
  public:
   // Registers the counters with `log`, so it must come before log.start().
-  ControlPlane(const runtime::Config& cfg, policy::SnapshotStore& store, runtime::DecisionLog& log,
-               PlaneOptions opts);
+  ControlPlane(const runtime::Config& cfg, policy::SnapshotStore& store,
+               decision_log::DecisionLog& log, PlaneOptions opts);
   ~ControlPlane();
 
   // Bind the control listeners and, in standalone mode, write the client's credentials and

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vibepit/control/api.hpp"
-#include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/decision_log/decision_log.hpp"
 
 namespace vibepit::control {
 
@@ -35,7 +35,7 @@ class DecisionStats : public StatsSource {
  public:
   explicit DecisionStats(std::size_t max_hosts = 1000) : max_hosts_(max_hosts) {}
 
-  void observe(const runtime::DecisionRecord& r);  // the decision log's writer thread
+  void observe(const decision_log::DecisionRecord& r);  // the decision log's writer thread
   nlohmann::json to_json() const;  // what stats_json() prints, for callers that add fields
   std::string stats_json() const override;
   std::string prometheus() const override;

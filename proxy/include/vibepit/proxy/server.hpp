@@ -11,17 +11,18 @@
 
 #include <asio/ip/tcp.hpp>
 
+#include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/worker.hpp"
 #include "vibepit/runtime/config.hpp"
-#include "vibepit/runtime/decision_log.hpp"
 #include "vibepit/runtime/loop.hpp"
 
 namespace vibepit::proxy {
 
 class ProxyServer {
  public:
-  ProxyServer(const runtime::Config& cfg, policy::SnapshotStore& store, runtime::DecisionLog& log);
+  ProxyServer(const runtime::Config& cfg, policy::SnapshotStore& store,
+              decision_log::DecisionLog& log);
   ~ProxyServer();
 
   // Bind every proxy-listen address on every worker. Returns the bound endpoints (port 0

@@ -15,6 +15,7 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/http/authority.hpp"
 #include "vibepit/http/head.hpp"
 #include "vibepit/proxy/byte_buffer.hpp"
@@ -23,7 +24,6 @@
 #include "vibepit/proxy/spares.hpp"
 #include "vibepit/proxy/upstream.hpp"
 #include "vibepit/runtime/config.hpp"
-#include "vibepit/runtime/decision_log.hpp"
 
 namespace vibepit::proxy {
 
@@ -51,8 +51,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // Decide `target` against the current rules; when allowed, make upstream() a connection
   // to an address that passed classification (or keep the open one, when `reuse_ok` and it
   // was dialled for the same authority). Fills the decision's fields of `rec`.
-  asio::awaitable<Dial> decide_and_dial(const http::Authority& target, runtime::DecisionRecord& rec,
-                                        bool reuse_ok);
+  asio::awaitable<Dial> decide_and_dial(const http::Authority& target,
+                                        decision_log::DecisionRecord& rec, bool reuse_ok);
   asio::awaitable<bool> send(std::string_view bytes);  // to the client, under the deadline
   // An error response. Message by value: it must live in the coroutine frame across the
   // write. With `close`, the client's side is shut down after it.
@@ -84,14 +84,14 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // A record of this client's request for `host`:`port`; the decision fills the rest.
   // Its buffers are those of records already written (FoldingLog::reuse_buffers).
-  runtime::DecisionRecord new_record(std::string_view method, std::string_view host,
-                                     std::uint16_t port);
+  decision_log::DecisionRecord new_record(std::string_view method, std::string_view host,
+                                          std::uint16_t port);
   // A copy of `rec` in such buffers, for a record written while `rec` goes on (a tunnel's
   // decision, whose close record follows).
-  runtime::DecisionRecord copy_record(const runtime::DecisionRecord& rec);
-  void mark_decided(runtime::DecisionRecord& rec);  // elapsed_us: arrival to decision
-  void emit(runtime::DecisionRecord rec);
-  void emit_close(runtime::DecisionRecord rec, clock::time_point started);
+  decision_log::DecisionRecord copy_record(const decision_log::DecisionRecord& rec);
+  void mark_decided(decision_log::DecisionRecord& rec);  // elapsed_us: arrival to decision
+  void emit(decision_log::DecisionRecord rec);
+  void emit_close(decision_log::DecisionRecord rec, clock::time_point started);
 
   // ---- The world as open_upstream sees it (NameResolver, Dialler): the worker's lookup
   // and connect, under this connection's deadlines.
@@ -140,14 +140,14 @@ class Session : public std::enable_shared_from_this<Session> {
   // session's memory comes from the worker's pool, where a frame of over 1 KiB went to
   // malloc's slow path.
   http::Target target_;
-  runtime::DecisionRecord tunnel_record_;
+  decision_log::DecisionRecord tunnel_record_;
 };
 
 // The request handlers, one unit each.
 // CONNECT: decide and dial, answer, then relay until either side ends.
 // `rec` lives in the caller's frame: a tunnel's frame stays small while it is open.
 asio::awaitable<void> tunnel(Session& s, const http::Authority& target,
-                             runtime::DecisionRecord& rec);
+                             decision_log::DecisionRecord& rec);
 // One absolute-form HTTP request, whose head is still at the front of client_bytes().
 // Returns true when the client connection may carry another request.
 asio::awaitable<bool> forward_http(Session& s, const http::RequestHead& head,

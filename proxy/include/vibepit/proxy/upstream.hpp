@@ -14,11 +14,11 @@
 #include <asio/error_code.hpp>
 #include <asio/ip/tcp.hpp>
 
+#include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/http/authority.hpp"
 #include "vibepit/policy/classify.hpp"
 #include "vibepit/proxy/outcome.hpp"
 #include "vibepit/proxy/resolver.hpp"
-#include "vibepit/runtime/decision_log.hpp"
 #include "vibepit/runtime/endpoint.hpp"
 
 namespace vibepit::proxy {
@@ -106,6 +106,6 @@ asio::awaitable<bool> open_upstream(const http::Authority& target, policy::Decis
 }
 
 // The decision's fields of a record, from its outcome (and the status, when refused).
-void record_outcome(runtime::DecisionRecord& rec, const Outcome& o);
+void record_outcome(decision_log::DecisionRecord& rec, const Outcome& o);
 
 }  // namespace vibepit::proxy

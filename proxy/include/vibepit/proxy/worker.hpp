@@ -15,6 +15,8 @@
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 
+#include "vibepit/decision_log/decision_log.hpp"
+#include "vibepit/decision_log/folding_log.hpp"
 #include "vibepit/http/head.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/block_pool.hpp"
@@ -23,8 +25,6 @@
 #include "vibepit/proxy/spares.hpp"
 #include "vibepit/runtime/accept_loop.hpp"
 #include "vibepit/runtime/config.hpp"
-#include "vibepit/runtime/decision_log.hpp"
-#include "vibepit/runtime/folding_log.hpp"
 #include "vibepit/runtime/loop.hpp"
 
 namespace vibepit::proxy {
@@ -43,7 +43,7 @@ class Worker {
  public:
   // `active`: connections open across all workers, shared by them.
   Worker(const runtime::Config& cfg, policy::SnapshotStore& store,
-         runtime::DecisionLog::Producer& producer, std::atomic<std::size_t>& active);
+         decision_log::DecisionLog::Producer& producer, std::atomic<std::size_t>& active);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -76,7 +76,7 @@ class Worker {
   asio::io_context& io() { return io_; }
   const runtime::Config& cfg() const { return cfg_; }
   std::shared_ptr<const policy::Snapshot> snapshot() const { return store_.current(); }
-  runtime::FoldingLog& log() { return log_; }
+  decision_log::FoldingLog& log() { return log_; }
   bool draining() const { return draining_; }
   // A resolver cache hit, or false.
   bool cached(const std::string& host, ResolveResult& out) { return resolver_.cached(host, out); }
@@ -116,12 +116,12 @@ class Worker {
   asio::io_context io_{ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   const runtime::Config& cfg_;
   policy::SnapshotStore& store_;
-  runtime::DecisionLog::Producer& producer_;
+  decision_log::DecisionLog::Producer& producer_;
   std::atomic<std::size_t>& active_;
   Resolver resolver_;
-  runtime::FoldingLog log_;  // deny records past decision-log-per-client are folded
-  LookupFn lookup_;          // resolver_.async_resolve
-  ConnectFn connect_;        // socket.async_connect
+  decision_log::FoldingLog log_;  // deny records past decision-log-per-client are folded
+  LookupFn lookup_;               // resolver_.async_resolve
+  ConnectFn connect_;             // socket.async_connect
   std::vector<asio::ip::tcp::socket> listeners_;  // runtime::listen_tcp
   runtime::SpareDescriptor spare_;  // released to accept-and-refuse when out of descriptors
 };

@@ -108,10 +108,6 @@ inline constexpr std::uint64_t kDescriptorsPerConnection = 6;
 // `threads` is the number of I/O threads that will run (threads: 0 resolved to the cores).
 DescriptorBudget descriptor_budget(const Config& cfg, unsigned threads);
 
-// DNS type names: "A" -> 1, "TYPE65" -> 65 (RFC 3597); nullopt for names we do not know.
-std::optional<std::uint16_t> dns_type_from_name(std::string_view name);
-std::string dns_type_name(std::uint16_t type);  // 1 -> "A", 65280 -> "TYPE65280"
-
 // A configuration error names the key and the bad value.
 class ConfigError : public std::runtime_error {
  public:

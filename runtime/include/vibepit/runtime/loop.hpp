@@ -5,13 +5,13 @@
 // thread from receipt to reply and shares nothing mutable with the other threads.
 #include <asio/io_context.hpp>
 
-#include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/decision_log/decision_log.hpp"
 
 namespace vibepit::runtime {
 
 struct Loop {
   asio::io_context* io;
-  DecisionLog::Producer* log;  // push only from this loop's thread
+  decision_log::Producer* log;  // push only from this loop's thread
 };
 
 }  // namespace vibepit::runtime

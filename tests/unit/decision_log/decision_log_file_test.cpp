@@ -1,5 +1,5 @@
 // The decision log's file: rotation, write-back to the disk, reopening, and a full disk.
-#include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/decision_log/decision_log.hpp"
 
 #include "decision_log_helpers.hpp"
 
@@ -21,7 +21,7 @@
 #include <string>
 #include <thread>
 
-namespace vibepit::runtime {
+namespace vibepit::decision_log {
 namespace {
 
 using test::sample;
@@ -166,4 +166,4 @@ TEST(DecisionLog, WhatAFullDiskRefusesIsCountedNotLost) {
 }
 
 }  // namespace
-}  // namespace vibepit::runtime
+}  // namespace vibepit::decision_log

@@ -1,8 +1,8 @@
-#include "vibepit/runtime/poll_schedule.hpp"
+#include "vibepit/decision_log/poll_schedule.hpp"
 
 #include <algorithm>
 
-namespace vibepit::runtime {
+namespace vibepit::decision_log {
 
 std::chrono::microseconds PollSchedule::next_poll(std::chrono::microseconds slept,
                                                   std::size_t found) {
@@ -23,4 +23,4 @@ void PollSchedule::woke_from_park() {
   interval_ = kPollMax;
 }
 
-}  // namespace vibepit::runtime
+}  // namespace vibepit::decision_log

@@ -1,6 +1,6 @@
 // The decision log's flood guard: which records are written whole, which are folded, and
 // the summaries that stand for the folded ones.
-#include "vibepit/runtime/record_folder.hpp"
+#include "vibepit/decision_log/record_folder.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 
 #include <asio/io_context.hpp>
 
-#include "vibepit/runtime/folding_log.hpp"
+#include "vibepit/decision_log/folding_log.hpp"
 
-namespace vibepit::runtime {
+namespace vibepit::decision_log {
 namespace {
 
 using namespace std::chrono_literals;
@@ -195,4 +195,4 @@ TEST_F(FoldingLogTest, FlushWritesAtOnceAndLeavesNoTimer) {
 }
 
 }  // namespace
-}  // namespace vibepit::runtime
+}  // namespace vibepit::decision_log

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace vibepit::runtime {
+namespace vibepit::decision_log {
 
 class LineRing {
  public:
@@ -51,4 +51,4 @@ class LineRing {
   std::uint64_t first_seq_ = 1;
 };
 
-}  // namespace vibepit::runtime
+}  // namespace vibepit::decision_log

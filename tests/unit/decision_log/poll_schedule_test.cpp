@@ -1,4 +1,4 @@
-#include "vibepit/runtime/poll_schedule.hpp"
+#include "vibepit/decision_log/poll_schedule.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <string>
 
-namespace vibepit::runtime {
+namespace vibepit::decision_log {
 namespace {
 
 using us = std::chrono::microseconds;
@@ -127,4 +127,4 @@ TEST(PollSchedule, AWokenWriterStartsFromTheLongestInterval) {
 }
 
 }  // namespace
-}  // namespace vibepit::runtime
+}  // namespace vibepit::decision_log

@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "../log_written.hpp"
-#include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/decision_log/decision_log.hpp"
 
-namespace vibepit::runtime {
+namespace vibepit::decision_log {
 namespace {
 
 using namespace std::chrono_literals;
@@ -148,4 +148,4 @@ TEST(RecordBuffers, TakeKeepsTheLargerAndGiveLeavesNone) {
 }
 
 }  // namespace
-}  // namespace vibepit::runtime
+}  // namespace vibepit::decision_log

@@ -1,8 +1,8 @@
-#include "vibepit/runtime/folding_log.hpp"
+#include "vibepit/decision_log/folding_log.hpp"
 
 #include <utility>
 
-namespace vibepit::runtime {
+namespace vibepit::decision_log {
 
 FoldingLog::FoldingLog(asio::io_context& io, DecisionLog::Producer& producer,
                        std::uint32_t per_client)
@@ -54,4 +54,4 @@ void FoldingLog::arm() {
   });
 }
 
-}  // namespace vibepit::runtime
+}  // namespace vibepit::decision_log

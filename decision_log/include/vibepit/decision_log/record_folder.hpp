@@ -11,10 +11,10 @@
 #include <functional>
 #include <unordered_map>
 
+#include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/policy/ip.hpp"
-#include "vibepit/runtime/decision_log.hpp"
 
-namespace vibepit::runtime {
+namespace vibepit::decision_log {
 
 class RecordFolder {
  public:
@@ -56,4 +56,4 @@ class RecordFolder {
   std::size_t folded_clients_ = 0;  // entries with folded > 0
 };
 
-}  // namespace vibepit::runtime
+}  // namespace vibepit::decision_log

@@ -1,4 +1,4 @@
-#include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/decision_log/decision_log.hpp"
 
 #include "../allocated_bytes.hpp"
 #include "decision_log_helpers.hpp"
@@ -23,7 +23,7 @@
 #include <set>
 #include <thread>
 
-namespace vibepit::runtime {
+namespace vibepit::decision_log {
 namespace {
 
 using test::sample;
@@ -450,4 +450,4 @@ TEST(DecisionLog, TheRingsMemoryDoesNotFollowTheLengthOfItsLines) {
 }
 
 }  // namespace
-}  // namespace vibepit::runtime
+}  // namespace vibepit::decision_log

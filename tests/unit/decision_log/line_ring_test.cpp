@@ -1,11 +1,11 @@
-#include "vibepit/runtime/line_ring.hpp"
+#include "vibepit/decision_log/line_ring.hpp"
 
 #include <gtest/gtest.h>
 
 #include <deque>
 #include <string>
 
-namespace vibepit::runtime {
+namespace vibepit::decision_log {
 namespace {
 
 std::string text(std::uint64_t seq, std::size_t size) {
@@ -101,4 +101,4 @@ TEST(LineRing, EmptyLinesAreLines) {
 }
 
 }  // namespace
-}  // namespace vibepit::runtime
+}  // namespace vibepit::decision_log

@@ -1,9 +1,9 @@
-#include "vibepit/runtime/record_folder.hpp"
+#include "vibepit/decision_log/record_folder.hpp"
 
 #include <string_view>
 #include <utility>
 
-namespace vibepit::runtime {
+namespace vibepit::decision_log {
 
 RecordFolder::RecordFolder(std::uint32_t per_client, Emit emit)
     : per_client_(per_client), emit_(std::move(emit)) {}
@@ -51,4 +51,4 @@ void RecordFolder::flush(clock::time_point now, bool force) {
   interval_start_ = now;
 }
 
-}  // namespace vibepit::runtime
+}  // namespace vibepit::decision_log

@@ -10,11 +10,11 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "vibepit/decision_log/decision_log.hpp"
+#include "vibepit/decision_log/record_folder.hpp"
 #include "vibepit/policy/ip.hpp"
-#include "vibepit/runtime/decision_log.hpp"
-#include "vibepit/runtime/record_folder.hpp"
 
-namespace vibepit::runtime {
+namespace vibepit::decision_log {
 
 class FoldingLog {
  public:
@@ -48,4 +48,4 @@ class FoldingLog {
   RecordBuffers kept_;  // a folded record's, for the next record on this thread
 };
 
-}  // namespace vibepit::runtime
+}  // namespace vibepit::decision_log

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <thread>
 
-#include "vibepit/runtime/decision_log.hpp"
+#include "vibepit/decision_log/decision_log.hpp"
 
-namespace vibepit::runtime::test {
+namespace vibepit::decision_log::test {
 
 inline DecisionRecord sample() {
   DecisionRecord r;
@@ -32,4 +32,4 @@ inline void wait_written(const DecisionLog& log, std::uint64_t n) {
   }
 }
 
-}  // namespace vibepit::runtime::test
+}  // namespace vibepit::decision_log::test

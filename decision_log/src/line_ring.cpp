@@ -1,10 +1,10 @@
-#include "vibepit/runtime/line_ring.hpp"
+#include "vibepit/decision_log/line_ring.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
-namespace vibepit::runtime {
+namespace vibepit::decision_log {
 namespace {
 constexpr std::size_t kFirstBytes = 64 * 1024;  // the buffer's first size, when it can hold it
 constexpr std::size_t kFirstSpans = 64;
@@ -101,4 +101,4 @@ void LineRing::grow_spans() {
   head_ = 0;
 }
 
-}  // namespace vibepit::runtime
+}  // namespace vibepit::decision_log

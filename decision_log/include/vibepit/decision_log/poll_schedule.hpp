@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstddef>
 
-namespace vibepit::runtime {
+namespace vibepit::decision_log {
 
 // The writer polls while records come, and each poll is a wake-up on a core the workers may
 // share: its work (formatting and writing what came since the last poll) runs in one
@@ -45,4 +45,4 @@ class PollSchedule {
   std::chrono::microseconds quiet_{0};  // slept in a row without a record
 };
 
-}  // namespace vibepit::runtime
+}  // namespace vibepit::decision_log
