@@ -28,14 +28,12 @@ import os
 import statistics
 import sys
 
+from bench import compare
+from bench import compare_dns
+from tests.integration.harness import netns
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-
-import compare  # noqa: E402
-import compare_dns  # noqa: E402
-from harness import netns  # noqa: E402
 
 DNS_PORTS = {"base": 53, "head": 5353}
 ZONES = compare_dns.ZONES

@@ -35,14 +35,12 @@ import subprocess
 import sys
 import time
 
+from bench import cpu
+from tests.integration.harness import netns
+from tests.integration.harness.tools import need
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-
-import cpu  # noqa: E402
-from harness import netns  # noqa: E402
-from harness.tools import need  # noqa: E402
 
 SERVER = "198.51.100.10"
 SB_ADDR, PROXY_ADDR = "192.0.2.2", "192.0.2.1"  # RFC 5737 TEST-NET-1, inside our namespaces

@@ -25,13 +25,13 @@ plot() {  # the plot from whichever of the two runs exist; Debian's python3 has 
     [ -f "$json" ] || echo "compare.sh: no $json in this checkout: docs/bench-cpu.png is" \
       "drawn without its panels (run the other half of bench/compare.sh too)" >&2
   done
-  /usr/bin/python3 bench/plot_cost.py "${args[@]}" --out docs/bench-cpu.png
+  /usr/bin/python3 -m bench.plot_cost "${args[@]}" --out docs/bench-cpu.png
 }
 case "${1:-all}" in
-  proxy) shift; python3 bench/compare.py "$@"; plot ;;
-  dns) shift; python3 bench/compare_dns.py "$@"; plot ;;
-  control) shift; exec python3 bench/compare_control.py "$@" ;;
-  all) python3 bench/compare.py && python3 bench/compare_dns.py && plot &&
-         python3 bench/compare_control.py ;;
+  proxy) shift; python3 -m bench.compare "$@"; plot ;;
+  dns) shift; python3 -m bench.compare_dns "$@"; plot ;;
+  control) shift; exec python3 -m bench.compare_control "$@" ;;
+  all) python3 -m bench.compare && python3 -m bench.compare_dns && plot &&
+         python3 -m bench.compare_control ;;
   *) echo "usage: bench/compare.sh [all | proxy ARGS | dns ARGS | control ARGS]" >&2; exit 2 ;;
 esac

@@ -30,15 +30,13 @@ import sys
 import threading
 import time
 
+from bench import compare
+from tests.integration.harness import netns
+from tests.integration.harness.client import connect_tunnel
+from tests.integration.harness.control import ControlConn
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-
-import compare  # noqa: E402
-from harness import netns  # noqa: E402
-from harness.client import connect_tunnel  # noqa: E402
-from harness.control import ControlConn  # noqa: E402
 
 
 def start_vibepit(topo, session_dir):

@@ -26,17 +26,14 @@ import json
 import os
 import re
 import statistics
-import sys
 import time
+
+from bench import compare
+from bench import cpu
+from tests.integration.harness import netns
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-
-import compare  # noqa: E402
-import cpu  # noqa: E402
-from harness import netns  # noqa: E402
 
 AUTH_ADDR = "198.51.100.53"
 LISTEN = compare.PROXY_ADDR

@@ -18,8 +18,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
-import e2e_harness as h  # noqa: E402
+from tests.e2e import e2e_harness as h
 
 
 def sandbox_image(uid):

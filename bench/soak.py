@@ -55,17 +55,15 @@ import sys
 import threading
 import time
 
+from bench import compare
+from bench import compare_dns
+from tests.integration.harness import netns
+from tests.integration.harness.client import RawConn
+from tests.integration.harness.control import ControlConn
+from tests.integration.harness.fake_dns import build_query
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-
-import compare  # noqa: E402
-import compare_dns  # noqa: E402
-from harness import netns  # noqa: E402
-from harness.client import RawConn  # noqa: E402
-from harness.control import ControlConn  # noqa: E402
-from harness.fake_dns import build_query  # noqa: E402
 
 PROXY = compare.PROXY_ADDR
 PORTS = compare.PORTS

@@ -9,6 +9,6 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test
 scripts/build.sh release -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON
 if [ $# -eq 0 ]; then
-  exec python3 bench/soak.py --duration 1800 --markdown docs/benchmarks.md
+  exec python3 -m bench.soak --duration 1800 --markdown docs/benchmarks.md
 fi
-exec python3 bench/soak.py "$@"
+exec python3 -m bench.soak "$@"

@@ -39,13 +39,11 @@ import shutil
 import subprocess
 import sys
 
+from bench import compare
+from tests.integration.harness import netns
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-
-import compare  # noqa: E402
-from harness import netns  # noqa: E402
 
 STALL_US = 2000   # a tunnel this slow waited through a stall
 SLOW_US = 500     # about twice the median through either system

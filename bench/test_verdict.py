@@ -3,12 +3,9 @@
 per-round figures, and the verdict from a point and its interval. No root, no network."""
 
 import itertools
-import os
-import sys
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import compare  # noqa: E402
+from bench import compare
 
 
 def coverage_by_enumeration(n, k):

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The control API over mutual TLS against the real vibepit-proxy, and the vibepit CLI.
 
 - the handshake matrix, with curl and openssl s_client as the clients;
@@ -18,8 +17,8 @@ import stat
 import subprocess
 import time
 
-from harness import base
-from harness.control import ControlConn, TestCa, credentials_pipe
+from tests.integration.harness import base
+from tests.integration.harness.control import ControlConn, TestCa, credentials_pipe
 
 
 LOAD_SERVER = "198.51.100.20:7000"  # vibepit-bench serve --kind echo, in the fake internet
