@@ -1,1 +1,3 @@
-"""vibepit's benchmarks: run each from the repository root as python3 -m bench.NAME."""
+"""vibepit's benchmarks: bench.suites holds what runs (python3 -m bench.suites.NAME from the
+repository root), bench.lib what the suites share, load/ and micro/ the C++ load generator
+and microbenchmarks."""

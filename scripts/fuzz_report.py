@@ -7,7 +7,7 @@ import argparse
 import json
 import os
 
-from bench import compare
+from bench.lib.report import write_block
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,7 +40,7 @@ def main():
         lines.append("| `%s` | %s | %d | %s | %d | %d | %d → %d | %d |" % (
             t, r["when"].replace("T", " ").rstrip("Z")[:16], r["minutes"], group(r["execs"]), r["cov"], r["ft"],
             r["corpus_before"], r["corpus_after"], r["crashes"]))
-    compare.write_block(a.doc, "fuzz", lines, writer="python3 -m scripts.fuzz_report")
+    write_block(a.doc, "fuzz", lines, writer="python3 -m scripts.fuzz_report")
     print("fuzz-report: %d of %d targets have a run of %d minutes or more" % (
         len(latest), len(os.listdir(corpus)), a.minutes))
 
