@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Build, then measure vibepit-proxy against its peers in network namespaces and write the
 # tables to docs/benchmarks.md: the HTTP/CONNECT proxy against no proxy, haproxy (the plain
-# TCP relay: the floor), squid and tinyproxy (bench/compare.py), the DNS server against
-# dnsmasq, unbound and dnsdist (bench/compare_dns.py), and the control API's figures
-# (bench/compare_control.py). Each system under test runs pinned to one core and the load to
+# TCP relay: the floor), squid and tinyproxy (bench/suites/compare.py), the DNS server
+# against dnsmasq, unbound and dnsdist (bench/suites/dns.py), and the control API's figures
+# (bench/suites/control.py). Each system under test runs pinned to one core and the load to
 # the other; beside each rate the tables give the CPU-seconds each unit of work cost it.
-# Then docs/bench-cpu.png plots those costs (bench/plot_cost.py). Needs root and two cores.
+# Then docs/bench-cpu.png plots those costs (bench/suites/plot_cost.py). Needs root and two cores.
 #   bench/compare.sh              all three
-#   bench/compare.sh proxy [ARGS] only the proxy comparison (ARGS: compare.py --help)
-#   bench/compare.sh dns [ARGS]   only the DNS comparison (ARGS: compare_dns.py --help)
-#   bench/compare.sh control [ARGS] only the control API (ARGS: compare_control.py --help)
+#   bench/compare.sh proxy [ARGS] only the proxy comparison (ARGS: python3 -m bench.suites.compare --help)
+#   bench/compare.sh dns [ARGS]   only the DNS comparison (ARGS: python3 -m bench.suites.dns --help)
+#   bench/compare.sh control [ARGS] only the control API (ARGS: python3 -m bench.suites.control --help)
 # The JSON of each run is kept in build/bench-results.json and build/bench-dns-results.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,13 +25,13 @@ plot() {  # the plot from whichever of the two runs exist; Debian's python3 has 
     [ -f "$json" ] || echo "compare.sh: no $json in this checkout: docs/bench-cpu.png is" \
       "drawn without its panels (run the other half of bench/compare.sh too)" >&2
   done
-  /usr/bin/python3 bench/plot_cost.py "${args[@]}" --out docs/bench-cpu.png
+  /usr/bin/python3 -m bench.suites.plot_cost "${args[@]}" --out docs/bench-cpu.png
 }
 case "${1:-all}" in
-  proxy) shift; python3 bench/compare.py "$@"; plot ;;
-  dns) shift; python3 bench/compare_dns.py "$@"; plot ;;
-  control) shift; exec python3 bench/compare_control.py "$@" ;;
-  all) python3 bench/compare.py && python3 bench/compare_dns.py && plot &&
-         python3 bench/compare_control.py ;;
+  proxy) shift; python3 -m bench.suites.compare "$@"; plot ;;
+  dns) shift; python3 -m bench.suites.dns "$@"; plot ;;
+  control) shift; exec python3 -m bench.suites.control "$@" ;;
+  all) python3 -m bench.suites.compare && python3 -m bench.suites.dns && plot &&
+         python3 -m bench.suites.control ;;
   *) echo "usage: bench/compare.sh [all | proxy ARGS | dns ARGS | control ARGS]" >&2; exit 2 ;;
 esac

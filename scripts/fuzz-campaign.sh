@@ -3,7 +3,7 @@
 # from its campaign corpus and the tree's seeds; then the tree's seeds are minimised again
 # (below). Prints one line per target (executions, coverage, features, seeds before and
 # after) and appends it as JSON to the ledger kept in the tree, tests/fuzz/campaign.ndjson;
-# scripts/fuzz-report.py puts those figures in docs/security.md.
+# python3 -m scripts.fuzz_report puts those figures in docs/security.md.
 #   scripts/fuzz-campaign.sh [--minutes N] [--jobs J] [TARGET...]   (default: every target)
 #   scripts/fuzz-campaign.sh --minimise [TARGET...]   only minimise the tree's seeds again
 # --jobs runs J targets side by side, one core each (taskset), so J should not exceed the

@@ -22,10 +22,10 @@ import sys
 import tempfile
 import time
 
+from tests.integration.harness.tools import need
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
-from harness.tools import need  # noqa: E402
 
 FAKES = os.path.join(REPO, "tests", "integration", "harness")
 SUBNET, GATEWAY = "198.51.100.0/24", "198.51.100.1"

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """vibepit ci end to end: a real Docker engine, the default Debian sandbox image and the fake
 internet of e2e_harness. Each test runs one job (a bash script in the sandbox) the way a
 pipeline would: no terminal, no stdin, and the job's exit status and output passed through.
@@ -8,12 +7,10 @@ answer to the CONNECT, whatever the fake upstream (an echo server) says after it
 import json
 import os
 import signal
-import sys
 import unittest
 import xml.etree.ElementTree as ET
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import e2e_harness as h  # noqa: E402
+from tests.e2e import e2e_harness as h
 
 INTERNET = None
 SCHEMA = os.path.join(h.REPO, "docs", "ci-report.schema.json")

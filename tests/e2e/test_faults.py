@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """vibepit run under faults: SIGTERM and SIGKILL at each step of the set-up, and the proxy
 stopped under a running session. Uses a tiny FROM scratch busybox image for speed."""
 
@@ -7,13 +6,11 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import e2e_harness as h  # noqa: E402
+from tests.e2e import e2e_harness as h
 
 INTERNET = None
 BUSYBOX = "vibepit-e2e-busybox:%d" % os.getpid()

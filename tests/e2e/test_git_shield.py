@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """What the agent writes into git never runs on the host: the project's .git is a copy in the
 sandbox (git_shield.hpp), and the project itself is seen through a filter that refuses any
 git repository the agent tries to make in it (project_guard.hpp). A real Docker engine, the
@@ -7,12 +6,10 @@ default sandbox image, vibepit run by a non-root user (uid 4242)."""
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import e2e_harness as h  # noqa: E402
+from tests.e2e import e2e_harness as h
 
 INTERNET = None
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """vibepit run end to end: a real Docker engine, the default Debian sandbox image, and the
 fake internet of e2e_harness. Sessions run as a non-root user (uid 4242, in the docker
 group), so file ownership in the project is checked as a user would see it."""
@@ -7,15 +6,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import unittest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration",
-                                "harness"))
-import e2e_harness as h  # noqa: E402
-import fake_dns  # noqa: E402
+from tests.e2e import e2e_harness as h
+from tests.integration.harness import fake_dns
 
 INTERNET = None
 RULES = ["-a", "allowed.test:80", "-a", "rebind-private.test:80", "--allow-dns", "allowed.test",

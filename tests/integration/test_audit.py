@@ -1,12 +1,11 @@
-#!/usr/bin/env python3
 """Audit mode (config key "mode": "audit"): what no rule matched goes ahead and is recorded as
 would_deny, through the proxy and the DNS server alike; what no rule can ever allow (the
 always-blocked ranges, block-cidr, names that rebind into them) stays blocked and is recorded
 as a denial. Switching the mode over the control API's /v1/mode takes effect on the next
 request."""
 
-from harness import base
-from test_dns import DnsCase
+from tests.integration.harness import base
+from tests.integration.harness.dns_case import DnsCase
 
 
 class AuditTest(DnsCase):

@@ -1,13 +1,12 @@
-#!/usr/bin/env python3
 """CONNECT: tunnels, refusals with reasons, IP literals, decision records."""
 
 import os
 import shutil
 import time
 
-from harness import base
-from harness.proxy import ProxyError
-from harness.client import Closed, RawConn
+from tests.integration.harness import base
+from tests.integration.harness.proxy import ProxyError
+from tests.integration.harness.client import Closed, RawConn
 
 RULES = [
     "allowed.test:443", "allowed.test:80", "dual.test:443",

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The DNS server inside vibepit-proxy, with the real dig as client: the allowlist, answers
 checked for blocked addresses (A, AAAA, CNAME chains, HTTPS hints), query types, the
 listeners, and one decision record per answered query. The upstream side (failure,
@@ -7,9 +6,9 @@ idle and pipelining) in test_dns_abuse.py."""
 
 import ipaddress
 
-from harness import base
-from harness.dns_case import ALLOW_DNS, RCODE_NAMES, DnsCase, reply_head, same_addr
-from harness.fake_dns import AXFR, FORMERR, IXFR, NOTIMP, REFUSED, build_query
+from tests.integration.harness import base
+from tests.integration.harness.dns_case import ALLOW_DNS, RCODE_NAMES, DnsCase, reply_head, same_addr
+from tests.integration.harness.fake_dns import AXFR, FORMERR, IXFR, NOTIMP, REFUSED, build_query
 
 
 class DnsTest(DnsCase):

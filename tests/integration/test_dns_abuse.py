@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The DNS server under abuse: the per-client rate limit, malformed packets over UDP and
 TCP, idle and pipelined TCP clients. Other clients keep being served."""
 
@@ -9,9 +8,9 @@ import struct
 import threading
 import time
 
-from harness import base, fake_dns
-from harness.dns_case import ALLOW_DNS, RCODE_NAMES, DnsCase, header, question, reply_head
-from harness.fake_dns import A, FORMERR, NOTIMP, REFUSED, build_query, encode_name
+from tests.integration.harness import base, fake_dns
+from tests.integration.harness.dns_case import ALLOW_DNS, RCODE_NAMES, DnsCase, header, question, reply_head
+from tests.integration.harness.fake_dns import A, FORMERR, NOTIMP, REFUSED, build_query, encode_name
 
 
 class DnsAbuseTest(DnsCase):

@@ -1,12 +1,11 @@
-#!/usr/bin/env python3
 """The DNS server's upstream side: an upstream that is down or fails, answers too large
 for UDP, and the cache (hits, expiry, disabled)."""
 
 import ipaddress
 import time
 
-from harness import base
-from harness.dns_case import ALLOW_DNS, DnsCase
+from tests.integration.harness import base
+from tests.integration.harness.dns_case import ALLOW_DNS, DnsCase
 
 
 class DnsUpstreamTest(DnsCase):

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Faults on the far side: an upstream that resets in the middle of a tunnel or of a
 chunked response, and an upstream DNS server that goes away and comes back. Each time the
 proxy ends what it must end, writes the records with the bytes moved so far, keeps no
@@ -9,9 +8,9 @@ import socket
 import sys
 import time
 
-from harness import base, netns
-from harness.dns_case import DnsCase
-from harness.fake_dns import build_query, parse_response
+from tests.integration.harness import base, netns
+from tests.integration.harness.dns_case import DnsCase
+from tests.integration.harness.fake_dns import build_query, parse_response
 
 RULES = ["allowed.test:443", "allowed.test:80"]
 RESET_MARKER = b"VP-RESET-NOW"     # harness/fake_upstream.py: the echo server resets on it

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Self-test of the topology and the fakes, with curl and no proxy.
 
 If this fails, the proxy tests cannot be trusted: fix the harness first.
@@ -12,9 +11,9 @@ import struct
 import time
 import unittest
 
-from harness import base, fake_dns, netns, tools
-from harness.client import RawConn, bulk_transfer
-from harness.fake_dns import A, AAAA, NOERROR, NXDOMAIN, SERVFAIL
+from tests.integration.harness import base, fake_dns, netns, tools
+from tests.integration.harness.client import RawConn, bulk_transfer
+from tests.integration.harness.fake_dns import A, AAAA, NOERROR, NXDOMAIN, SERVFAIL
 
 
 class HarnessTest(base.TopologyCase):
@@ -176,7 +175,7 @@ class ToolsTest(unittest.TestCase):
         sources = glob.glob(os.path.join(base.REPO, "tests", "integration", "*.py"))
         sources += glob.glob(os.path.join(base.REPO, "tests", "integration", "harness", "*.py"))
         sources += glob.glob(os.path.join(base.REPO, "tests", "e2e", "*.py"))
-        sources += glob.glob(os.path.join(base.REPO, "bench", "*.py"))
+        sources += glob.glob(os.path.join(base.REPO, "bench", "**", "*.py"), recursive=True)
         seen = {}
         for path in sources:
             with open(path) as f:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Absolute-form HTTP forwarding: rewriting, hop-by-hop headers, keep-alive,
 refusals, and request smuggling attempts (all refused with 400)."""
 
@@ -8,8 +7,8 @@ import socket
 import threading
 import time
 
-from harness import base
-from harness.client import Closed
+from tests.integration.harness import base
+from tests.integration.harness.client import Closed
 
 RULES = ["allowed.test:80", "allowed.test:8080", "nx.test:80", "dead.test:80", "third.test:80"]
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Bounds and deadlines: head size, slow heads, idle tunnels, many clients,
 shutdown on SIGTERM, and configuration errors (exit status 2)."""
 
@@ -8,9 +7,9 @@ import threading
 import os
 import time
 
-from harness import base
-from harness.client import Closed, RawConn, connect_tunnel
-from harness.proxy import Proxy
+from tests.integration.harness import base
+from tests.integration.harness.client import Closed, RawConn, connect_tunnel
+from tests.integration.harness.proxy import Proxy
 
 RULES = ["allowed.test:443", "allowed.test:80"]
 

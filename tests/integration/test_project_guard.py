@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The project's filter (launcher/include/vibepit/launcher/project_guard.hpp) on its own:
 `vibepit __project-guard` started as root mounts a view of a directory and serves it as an
 ordinary user; what that user does through the view is checked against the real directory.
@@ -11,8 +10,8 @@ import tempfile
 import time
 import unittest
 
-from harness import base
-from harness.tools import need
+from tests.integration.harness import base
+from tests.integration.harness.tools import need
 
 UID = 4243  # the "agent": no such user is needed, the filter only takes the number
 

@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
 """Resolved addresses are classified and only checked addresses are dialled;
 rule matching (port globs, wildcards); resolver failure fails closed."""
 
 import time
 
-from harness import base
+from tests.integration.harness import base
 
 REBIND = ["rebind-private.test", "rebind-loopback.test", "rebind-v6.test", "mapped.test",
           "linklocal.test", "rebind-mixed.test", "flip.test", "rebind-cgnat.test", "rebind-zero.test",

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """CONNECT tunnel integrity: 100 MiB each way at once, sha256 checked at both
 ends, with splice on (auto) and off; half-close; parallel tunnels."""
 
@@ -7,8 +6,8 @@ import socket
 import threading
 import time
 
-from harness import base
-from harness.client import bulk_transfer
+from tests.integration.harness import base
+from tests.integration.harness.client import bulk_transfer
 
 MIB = 1 << 20
 BIG = int(os.environ.get("VIBEPIT_IT_TUNNEL_MIB", "100")) * MIB

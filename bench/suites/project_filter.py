@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """What the project's filter (project_guard.hpp) costs: one file-heavy job run on a directory
 directly and through `vibepit __project-guard`'s view of it, side by side in one run, as the
 sandbox's user. The job (a fresh tree each round): make FILES small files in 50 directories,
@@ -8,7 +7,7 @@ alike. With two or more cores the filter's server is pinned to one core and the 
 another. Prints per phase the median wall time of each, their ratio, and CPU-seconds per
 1000 files: the job's own, and (filtered) the server's beside it.
 
-    sudo python3 bench/project_filter.py --bin-dir build/bin [--files 3000] [--rounds 5]
+    sudo python3 -m bench.suites.project_filter --bin-dir build/bin [--files 3000] [--rounds 5]
 """
 
 import argparse

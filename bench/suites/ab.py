@@ -1,21 +1,20 @@
-#!/usr/bin/env python3
 """A/B: two builds of vibepit-proxy measured in alternation, in one topology, in one run.
 
-On a shared 2-core machine two runs of bench/compare.py minutes apart can differ by 25% in
+On a shared 2-core machine two runs of bench/suites/compare.py minutes apart can differ by 25% in
 either direction, more than most changes. Here both builds run side by side in "px" (each
 on its own ports, both pinned to the system-under-test core, only one under load at a
 time), and every workload is measured in pairs: base then head, head then base, and so
 on. A pair's ratio (head / base) sees the same minute of the machine; the median over the
 pairs is the verdict, and the spread of the pair ratios says how far to trust it.
 
-    python3 bench/ab.py --base /var/tmp/base/build/bin [--head build/bin] [--pairs 8]
+    python3 -m bench.suites.ab --base /var/tmp/base/build/bin [--head build/bin] [--pairs 8]
 
-Workloads (as in bench/compare.py and bench/compare_dns.py): CONNECT bulk, CONNECT set-up
+Workloads (as in bench/suites/compare.py and bench/suites/dns.py): CONNECT bulk, CONNECT set-up
 (at saturation, and at 2 000 tunnels/s offered: setup-fixed, which also compares the p99),
 interactive tunnels (set-up and 20 one-byte round trips each, at saturation),
 keep-alive HTTP, DNS denied, cache-hit and cache-miss (at saturation, and at 10 000
 queries/s offered: dns-miss-fixed, which also compares the p99). For each: the rate and the
-CPU-seconds per unit (process tree plus its core's softirq, bench/cpu.py). The load
+CPU-seconds per unit (process tree plus its core's softirq, bench/lib/cpu.py). The load
 generator and the servers come from --head, so only the proxy differs.
 
 Traffic goes only to addresses inside the namespaces this script creates.
@@ -28,25 +27,23 @@ import os
 import statistics
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-
-import compare  # noqa: E402
-import compare_dns  # noqa: E402
-from harness import netns  # noqa: E402
+from bench.lib import ROOT
+from bench.lib.dns import AUTH_ADDR, ZONES, DnsTopology, measure_latency, measure_qps, write_streams
+from bench.lib.peers import Column, wait_for_listen
+from bench.lib.report import publish
+from bench.lib.topology import PORTS, PROXY_ADDR
+from bench.lib.workloads import metered, unit_cost
+from tests.integration.harness import netns
 
 DNS_PORTS = {"base": 53, "head": 5353}
-ZONES = compare_dns.ZONES
 DEFAULT_HOST = "h.cached.test"  # the proxy workloads' host: within std::string's 15 characters
 
 
 def start_proxy(topo, which, bin_dir, host):
     cfg = {
-        "proxy-listen": [compare.PROXY_ADDR + ":0"],
-        "dns-listen": ["%s:%d" % (compare.PROXY_ADDR, DNS_PORTS[which])],
-        "upstream-dns": [compare_dns.AUTH_ADDR],   # answers every name under ZONES with SERVER
+        "proxy-listen": [PROXY_ADDR + ":0"],
+        "dns-listen": ["%s:%d" % (PROXY_ADDR, DNS_PORTS[which])],
+        "upstream-dns": [AUTH_ADDR],   # answers every name under ZONES with SERVER
         # The default host matches the wildcard; another one (--host) has an exact rule of
         # its own, which a decision reports, as a real allowlist's entry would be.
         "allow-http": ["*.cached.test:*"] if host == DEFAULT_HOST else [host + ":*"],
@@ -62,9 +59,9 @@ def start_proxy(topo, which, bin_dir, host):
         json.dump(cfg, f)
     p = topo.popen(topo.px, [os.path.join(os.path.abspath(bin_dir), "vibepit-proxy"), "--config", path],
                    log=which)
-    m = compare.wait_for_listen(topo, p, which, r"listening proxy 192\.0\.2\.1:(\d+)")
-    col = compare.Column("%s:%s" % (compare.PROXY_ADDR, m.group(1)),
-                         lambda kind: "%s:%d" % (host, compare.PORTS[kind]), p.pid)
+    m = wait_for_listen(topo, p, which, r"listening proxy 192\.0\.2\.1:(\d+)")
+    col = Column("%s:%s" % (PROXY_ADDR, m.group(1)),
+                 lambda kind: "%s:%d" % (host, PORTS[kind]), p.pid)
     return p, col
 
 
@@ -86,11 +83,11 @@ def proxy_run(topo, col, workload, duration):
         args = ["http-rps", "--url", "http://%s/" % col.target("http"), "--connections", "32",
                 "--max", "5000000"]
         rate_key, units = "requests_per_s", lambda r: r["requests"] / 1e3
-    out = compare.metered(topo, col, args + ["--proxy", col.proxy, "--duration", str(duration)],
-                          duration + 60)
+    out = metered(topo, col, args + ["--proxy", col.proxy, "--duration", str(duration)],
+                  duration + 60)
     if out["errors"]["total"]:
         raise RuntimeError("%s: %d errors" % (workload, out["errors"]["total"]))
-    process, softirq = compare.unit_cost(topo, out, units(out["results"]))
+    process, softirq = unit_cost(topo, out, units(out["results"]))
     if workload == "setup-fixed":  # below saturation the tail is a figure of its own
         return (out["results"][rate_key], process + (softirq or 0.0),
                 out["results"]["latency_us"]["p99_us"])
@@ -102,16 +99,16 @@ def dns_run(topo, pid, which, path, duration, fixed=False):
     `fixed`, at FIXED_QUERIES offered, with the p99 (µs) as a third figure and the process's
     CPU per 1 000 queries offered (softirq is not metered at a fixed load)."""
     if fixed:
-        lat, _ = compare_dns.measure_latency(topo, pid, path, FIXED_QUERIES, duration, DNS_PORTS[which])
+        lat, _ = measure_latency(topo, pid, path, FIXED_QUERIES, duration, DNS_PORTS[which])
         return FIXED_QUERIES, 1e3 * lat["fixed_cores"] / FIXED_QUERIES, lat["p99_us"]
-    r = compare_dns.measure_qps(topo, pid, path, duration, DNS_PORTS[which])
+    r = measure_qps(topo, pid, path, duration, DNS_PORTS[which])
     return r["qps"], r["cpu_per_1k"] + (r["softirq_per_1k"] or 0.0)
 
 
 WORKLOADS = ["bulk", "setup", "setup-fixed", "interactive", "http", "dns-denied", "dns-cached",
              "dns-miss", "dns-miss-fixed"]
-FIXED_TUNNELS = 2000  # tunnels/s offered by setup-fixed, as in bench/compare.py's fixed load
-FIXED_QUERIES = 10000  # queries/s offered by dns-miss-fixed, as in bench/compare_dns.py
+FIXED_TUNNELS = 2000  # tunnels/s offered by setup-fixed, as in bench/suites/compare.py's fixed load
+FIXED_QUERIES = 10000  # queries/s offered by dns-miss-fixed, as in bench/suites/dns.py
 INTERACTIVE_TURNS = 20  # round trips per tunnel in the interactive workload
 UNITS = {"bulk": ("Gbit/s", "CPU-s per GB"), "setup": ("tunnels/s", "CPU-s per 1 000 tunnels"),
          "setup-fixed": ("tunnels/s", "CPU-s per 1 000 tunnels"),
@@ -192,9 +189,9 @@ def main():
            "base": args.base, "head": args.head, "pairs": args.pairs, "duration_s": args.duration,
            "host": args.host,
            "workloads": {}}
-    with compare_dns.DnsTopology(args.head, pin=True) as topo:
+    with DnsTopology(args.head, pin=True) as topo:
         res["pinning"] = topo.cpus
-        streams = compare_dns.write_streams(topo.tmp, 400000 * args.duration)
+        streams = write_streams(topo.tmp, 400000 * args.duration)
         procs, cols = {}, {}
         for which, bin_dir in (("base", args.base), ("head", args.head)):
             procs[which], cols[which] = start_proxy(topo, which, bin_dir, args.host)
@@ -221,7 +218,7 @@ def main():
                     if len(got["base"]) > 2 else ""), flush=True)
             res["workloads"][w] = summarise(pairs)
             res["workloads"][w]["pairs_raw"] = pairs
-    compare.publish(res, render(res), args.json, args.markdown, "ab", "bench/ab.py")
+    publish(res, render(res), args.json, args.markdown, "ab", "python3 -m bench.suites.ab")
     print("ab: wrote", args.json)
 
 

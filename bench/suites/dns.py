@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Side-by-side DNS benchmark in network namespaces, all in one run.
 
-Topology: as bench/compare.py. dnsperf runs in "sb" (the sandbox's place) and queries the
+Topology: as bench/suites/compare.py. dnsperf runs in "sb" (the sandbox's place) and queries the
 server under test on 192.0.2.1:53 in "px". Every server forwards to the same fast
 authoritative upstream, `vibepit-bench dns-auth` on 198.51.100.53:53 in "net", which
 answers names under cached.test (TTL 3600) and miss.test (TTL 0, so nothing may cache
@@ -24,199 +23,13 @@ import argparse
 import datetime
 import json
 import os
-import re
 import statistics
-import sys
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-
-import compare  # noqa: E402
-import cpu  # noqa: E402
-from harness import netns  # noqa: E402
-
-AUTH_ADDR = "198.51.100.53"
-LISTEN = compare.PROXY_ADDR
-ZONES = ["cached.test", "miss.test"]
-STREAMS = ["denied", "cached", "miss"]
-# Each server listens on its own port of LISTEN, so that all of them run through the whole
-# measurement and the rounds can interleave them.
-# "dnsdist-again" is a second dnsdist with the same configuration, an A/A pair with the first:
-# what separates the two is the machine, the yardstick for the latency targets.
-SERVER_PORTS = {"vibepit": 53, "dnsmasq": 5302, "unbound": 5303, "dnsdist": 5304, "dnsdist-again": 5305}
-
-
-class DnsTopology(compare.BenchTopology):
-    def _start_fakes(self):
-        super()._start_fakes()
-        self.run(self.net, ["ip", "addr", "add", AUTH_ADDR + "/32", "dev", "lo"])
-        self.popen(self.net, [self.bin("vibepit-bench"), "dns-auth", "--listen", AUTH_ADDR + ":53",
-                              "--zone", "cached.test:3600", "--zone", "miss.test:0",
-                              "--threads", "1", "--duration", "7200"], log="dns-auth")
-        time.sleep(0.3)
-
-
-# ------------------------------------------------------------------ the servers
-
-def wait_udp(topo, proc, log, port=53, timeout=20):
-    """Wait until the server answers a query for a cached name."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("%s exited: %s" % (log, topo.read_log(log)[-2000:]))
-        r = topo.run(topo.sb, ["dig", "@" + LISTEN, "-p", str(port), "+tries=1", "+time=1", "+short",
-                               "c0.cached.test"], timeout=10)
-        if r.returncode == 0 and b"198.51.100" in r.stdout:
-            return
-        time.sleep(0.2)
-    raise RuntimeError("%s does not answer: %s" % (log, topo.read_log(log)[-2000:]))
-
-
-def start_vibepit(topo, threads, extra=(), port=53):
-    cfg = {
-        "proxy-listen": [LISTEN + ":3130"],
-        "dns-listen": ["%s:%d" % (LISTEN, port)],
-        "upstream-dns": [AUTH_ADDR],
-        "allow-dns": ZONES + ["*." + z for z in ZONES],
-        "decision-log": os.path.join(topo.tmp, "dns-decisions.ndjson"),
-        "threads": threads,
-        "dns-client-qps": 0,
-        "dns-max-pending": 100000,
-    }
-    for item in extra:                   # --set KEY=JSON
-        key, _, value = item.partition("=")
-        cfg[key] = json.loads(value)
-    path = os.path.join(topo.tmp, "vibepit-dns.json")
-    with open(path, "w") as f:
-        json.dump(cfg, f)
-    return topo.popen(topo.px, [topo.bin("vibepit-proxy"), "--config", path], log="vibepit-dns")
-
-
-def start_dnsmasq(topo, port=53):
-    argv = ["dnsmasq", "--keep-in-foreground", "--no-resolv", "--no-hosts", "--no-poll",
-            "--listen-address=" + LISTEN, "--bind-interfaces", "--port=%d" % port, "--user=root",
-            "--cache-size=10000", "--dns-forward-max=1000",
-            "--pid-file=" + os.path.join(topo.tmp, "dnsmasq.pid")]
-    argv += ["--server=/%s/%s" % (z, AUTH_ADDR) for z in ZONES]
-    return topo.popen(topo.px, argv, log="dnsmasq")
-
-
-def start_unbound(topo, threads, port=53):
-    d = os.path.join(topo.tmp, "unbound")
-    os.makedirs(d, exist_ok=True)
-    conf = os.path.join(d, "unbound.conf")
-    zones = "".join('  local-zone: "%s." transparent\n' % z for z in ZONES)
-    fwd = "".join('forward-zone:\n  name: "%s."\n  forward-addr: %s\n' % (z, AUTH_ADDR) for z in ZONES)
-    with open(conf, "w") as f:
-        f.write("""server:
-  interface: {listen}
-  port: {port}
-  num-threads: {threads}
-  so-reuseport: yes
-  access-control: 192.0.2.0/24 allow
-  do-not-query-localhost: no
-  do-ip6: no
-  username: ""
-  chroot: ""
-  directory: "{d}"
-  pidfile: "{d}/unbound.pid"
-  use-syslog: no
-  verbosity: 0
-  module-config: "iterator"
-  msg-cache-size: 32m
-  rrset-cache-size: 64m
-  local-zone: "." refuse
-{zones}{fwd}""".format(listen=LISTEN, port=port, d=d, zones=zones, fwd=fwd, threads=threads))
-    return topo.popen(topo.px, ["unbound", "-d", "-c", conf], log="unbound")
-
-
-def start_dnsdist(topo, port=53, name="dnsdist"):
-    conf = os.path.join(topo.tmp, name + ".conf")
-    with open(conf, "w") as f:
-        f.write("""setSecurityPollSuffix("")
-setACL({{"192.0.2.0/24"}})
-setLocal("{listen}:{port}", {{reusePort=true}})
-addLocal("{listen}:{port}", {{reusePort=true}})
-newServer({{address="{auth}:53"}})
-pc = newPacketCache(10000, {{maxTTL=86400, minTTL=0}})
-getPool(""):setCache(pc)
-smn = newSuffixMatchNode()
-{adds}
-addAction(NotRule(SuffixMatchNodeRule(smn, true)), RCodeAction(DNSRCode.REFUSED))
-""".format(listen=LISTEN, port=port, auth=AUTH_ADDR, adds="\n".join('smn:add("%s")' % z for z in ZONES)))
-    return topo.popen(topo.px, ["dnsdist", "--supervised", "--disable-syslog", "-C", conf],
-                      log=name)
-
-
-# ------------------------------------------------------------------ measurements
-
-def write_streams(d, miss_count):
-    paths = {}
-    paths["denied"] = os.path.join(d, "denied.txt")
-    with open(paths["denied"], "w") as f:
-        f.writelines("d%d.denied.test A\n" % i for i in range(100000))
-    paths["cached"] = os.path.join(d, "cached.txt")
-    with open(paths["cached"], "w") as f:
-        f.writelines("c%d.cached.test A\n" % (i % 100) for i in range(100000))
-    paths["miss"] = os.path.join(d, "miss.txt")
-    with open(paths["miss"], "w") as f:
-        f.writelines("m%d.miss.test A\n" % i for i in range(miss_count))
-    return paths
-
-
-QPS_RE = re.compile(r"Queries per second:\s+([\d.]+)")
-COMPLETED_RE = re.compile(r"Queries completed:\s+(\d+)")
-LOST_RE = re.compile(r"Queries lost:\s+(\d+)")
-RCODES_RE = re.compile(r"Response codes:\s+(.*)")
-
-
-def pass_args(path):
-    """dnsperf arguments for a stream: the miss names are each asked once (-n 1), since a
-    second pass would ask them again; the others loop for the whole run."""
-    return ["-n", "1"] if path.endswith("miss.txt") else []
-
-
-def dnsperf(topo, stream_file, duration, extra, timeout, port=53):
-    argv = ["dnsperf", "-s", LISTEN, "-p", str(port), "-d", stream_file, "-l", str(duration),
-            "-c", "8", "-T", "1", "-q", "256", "-t", "2"] + extra
-    r = topo.run(topo.sb, argv, timeout=timeout)
-    return r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
-
-
-def measure_qps(topo, pid, path, duration, port=53):
-    meter = cpu.Meter(pid).start()
-    out = dnsperf(topo, path, duration, pass_args(path), duration + 60, port)
-    used = meter.stop()
-    m = QPS_RE.search(out)
-    done = COMPLETED_RE.search(out)
-    if not m or not done:
-        raise RuntimeError("dnsperf: " + out[-1500:])
-    lost = LOST_RE.search(out)
-    codes = RCODES_RE.search(out)
-    per_1k = int(done.group(1)) / 1e3
-    sut = topo.cpus["sut"] if topo.cpus else None
-    return {"qps": float(m.group(1)), "lost": int(lost.group(1)) if lost else None,
-            "rcodes": codes.group(1).strip() if codes else "",
-            "cpu_per_1k": used["process_s"] / per_1k if per_1k else None,
-            "softirq_per_1k": used["softirq_s"].get(sut, 0.0) / per_1k if per_1k and sut is not None else None}
-
-
-def measure_latency(topo, pid, path, qps, duration, port=53):
-    """Median and p99 latency (µs) at a fixed offered load, from dnsperf's per-query lines,
-    and the cores the server kept busy meanwhile; and every query's latency (µs), for
-    pooling over the rounds."""
-    meter = cpu.Meter(pid).start()
-    out = dnsperf(topo, path, duration, ["-Q", str(qps), "-v"] + pass_args(path), duration + 60, port)
-    used = meter.stop()
-    lat = [float(x) * 1e6 for x in re.findall(r"^> \w+ \S+ \S+ ([\d.]+)$", out, re.M)]
-    if not lat:
-        raise RuntimeError("dnsperf -v gave no latencies: " + out[-1500:])
-    one = compare.pooled(lat)
-    return {"p50_us": one["p50_us"], "p99_us": one["p99_us"], "samples": len(lat),
-            "fixed_cores": used["process_s"] / used["wall_s"]}, lat
+from bench.lib import ROOT, cpu, stats
+from bench.lib.dns import (SERVER_PORTS, STREAMS, DnsTopology, dnsperf, measure_latency, measure_qps, start_dnsdist,
+                           start_dnsmasq, start_unbound, start_vibepit, wait_udp, write_streams)
+from bench.lib.report import write_block
+from tests.integration.harness import netns
 
 
 def measure_rounds(topo, servers, paths, args):
@@ -227,7 +40,7 @@ def measure_rounds(topo, servers, paths, args):
 
     servers: name -> (process, port). Returns (name -> stream -> figures, and name -> stream ->
     one figure per round: CPU-s per 1 000 queries, p50 and p99 µs). Each latency target's
-    difference gets a bootstrap interval (compare.quantile_interval) in the figures, under
+    difference gets a bootstrap interval (stats.quantile_interval) in the figures, under
     "intervals"; its units are thirds of each round's fixed-load run, in dnsperf's order."""
     names = list(servers)
     runs = {n: {s: {"qps": [], "lat": []} for s in STREAMS} for n in names}
@@ -254,28 +67,28 @@ def measure_rounds(topo, servers, paths, args):
         for stream in STREAMS:
             qps = [r for batch in runs[n][stream]["qps"] for r in batch]
             lat = runs[n][stream]["lat"]
-            med = compare.median_run(qps, lambda r: r["qps"])
+            med = stats.median_run(qps, lambda r: r["qps"])
             # The fixed-load percentiles are of every round's queries pooled; each round's p99
             # is kept beside them.
-            pooled = compare.pooled([x for u in units[n][stream] for x in u])
+            pooled = stats.pooled([x for u in units[n][stream] for x in u])
             figures[n][stream] = {
                 "qps": med["qps"], "qps_runs": [r["qps"] for r in qps],
                 "lost": med["lost"], "rcodes": med["rcodes"],
-                "cpu_per_1k": compare.median(r["cpu_per_1k"] for r in qps),
-                "softirq_per_1k": compare.median(r["softirq_per_1k"] for r in qps),
+                "cpu_per_1k": stats.median(r["cpu_per_1k"] for r in qps),
+                "softirq_per_1k": stats.median(r["softirq_per_1k"] for r in qps),
                 "p50_us": pooled["p50_us"], "p99_us": pooled["p99_us"],
                 "p99_runs": [x["p99_us"] for x in lat],
                 "samples": sum(x["samples"] for x in lat),
-                "fixed_cores": compare.median(x["fixed_cores"] for x in lat)}
+                "fixed_cores": stats.median(x["fixed_cores"] for x in lat)}
             per_round[n][stream] = {
-                "cost": [compare.median(cost(r) for r in batch) for batch in runs[n][stream]["qps"]],
+                "cost": [stats.median(cost(r) for r in batch) for batch in runs[n][stream]["qps"]],
                 "p50_us": [x["p50_us"] for x in lat], "p99_us": [x["p99_us"] for x in lat]}
     for who in ("vibepit", "dnsdist-again"):
         if who in names and "dnsdist" in names:
             for stream, key in LATENCY_TARGETS:
-                interval = compare.quantile_interval([u for u in units[who][stream] if u],
-                                                     [u for u in units["dnsdist"][stream] if u],
-                                                     q=0.5 if key == "p50_us" else 0.99)
+                interval = stats.quantile_interval([u for u in units[who][stream] if u],
+                                                   [u for u in units["dnsdist"][stream] if u],
+                                                   q=0.5 if key == "p50_us" else 0.99)
                 if interval:
                     figures[who][stream].setdefault("intervals", {})[key] = interval
     return figures, per_round
@@ -318,10 +131,10 @@ def render(results, path):
             ratios = [a / b for a, b in p]
             r = statistics.median(ratios)
             t.append(target("%s: CPU-s per 1 000 queries vs dnsdist" % stream,
-                            compare.verdict(r, compare.median_interval(ratios), lambda v: v <= 1),
+                            stats.verdict(r, stats.median_interval(ratios), lambda v: v <= 1),
                             "%.2f× (%.4f vs %.4f%s)" % (r, statistics.median(a for a, _ in p),
                                                         statistics.median(b for _, b in p),
-                                                        compare.spread(ratios, "%.2f×")), "≤ 1×"))
+                                                        stats.spread(ratios, "%.2f×")), "≤ 1×"))
         for stream, key in LATENCY_TARGETS:
             # Pooled over the rounds (as the table); the per-round differences for spread.
             # With the A/A pair, the same comparison between the two dnsdists follows.
@@ -334,15 +147,15 @@ def render(results, path):
                 diffs = [x - y for x, y in zip(rounds[who][stream][key], d[stream][key])]
                 interval = peers[who][stream].get("intervals", {}).get(key)
                 within = "; 95%% interval %+.0f to %+.0f" % tuple(interval) if interval else ""
-                judged = (compare.verdict(a - b, interval, lambda diff: diff <= 0) if who == "vibepit"
-                          else compare.pair_verdict(interval, 0))
+                judged = (stats.verdict(a - b, interval, lambda diff: diff <= 0) if who == "vibepit"
+                          else stats.pair_verdict(interval, 0))
                 t.append(target(label % (stream, key.replace("_us", ""), results["latency_qps"]), judged,
                                 "%.0f vs %.0f µs pooled, difference %+.0f µs%s%s" % (
-                                    a, b, a - b, within, compare.spread(diffs, "%+.0f", median=False)), goal))
+                                    a, b, a - b, within, stats.spread(diffs, "%+.0f", median=False)), goal))
     pin = results.get("pinning")
     where = ("each server pinned to core %d, dnsperf and the upstream to core %d" % (pin["sut"], pin["load"])
              if pin else "not pinned")
-    compare.write_block(path, "compare-dns", [
+    write_block(path, "compare-dns", [
         "Run: %s, %s, %d rounds, the servers interleaved within each; per round and stream %d "
         "throughput run(s) of %d s and one 3 s run at %d queries/s offered; vibepit-proxy "
         "threads=%s; %s." % (
@@ -357,7 +170,7 @@ def render(results, path):
                 "queries pooled, with a 95%% bootstrap interval; the per-round range beside each. A "
                 "target is met or not met when its whole interval lies on one side of the goal, and "
                 "not resolved when the goal lies inside it: the run cannot tell):"
-                % (100 * compare.MEDIAN_LEVEL), "",
+                % (100 * stats.MEDIAN_LEVEL), "",
                 "| target | measured | goal | |", "|---|---|---|---|"] + t, heading="## DNS\n\n")
 
 

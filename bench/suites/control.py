@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""Control-API benchmarks, all in one run, in the namespaces of bench/compare.py.
+"""Control-API benchmarks, all in one run, in the namespaces of bench/suites/compare.py.
 
 1. Visibility: how long after `POST /v1/allow-http` returns a new rule is seen by the data
    path. Each round adds an IP-literal rule for a port nothing listens on, then sends a
@@ -30,20 +29,19 @@ import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-
-import compare  # noqa: E402
-from harness import netns  # noqa: E402
-from harness.client import connect_tunnel  # noqa: E402
-from harness.control import ControlConn  # noqa: E402
+from bench.lib import ROOT
+from bench.lib.peers import via_proxy, wait_for_listen
+from bench.lib.report import write_block
+from bench.lib.topology import PROXY_ADDR, SERVER, BenchTopology, on_sut_core
+from bench.lib.workloads import metered, run_cost, workload_args
+from tests.integration.harness import netns
+from tests.integration.harness.client import connect_tunnel
+from tests.integration.harness.control import ControlConn
 
 
 def start_vibepit(topo, session_dir):
     cfg = {
-        "proxy-listen": [compare.PROXY_ADDR + ":0", "127.0.0.1:0"],
+        "proxy-listen": [PROXY_ADDR + ":0", "127.0.0.1:0"],
         "upstream-dns": [netns.DNS_ADDR],
         "allow-http": ["allowed.test:*"],
         "decision-log": os.path.join(topo.tmp, "decisions.ndjson"),
@@ -57,7 +55,7 @@ def start_vibepit(topo, session_dir):
     p = topo.popen(topo.px, [topo.bin("vibepit-proxy"), "--config", path, "--session-dir", session_dir],
                    log="vibepit")
     # The control API listens on a loopback address of its own choosing (127.0.0.2 by default).
-    compare.wait_for_listen(topo, p, "vibepit", r"listening control (127\.[\d.]+):(\d+)")
+    wait_for_listen(topo, p, "vibepit", r"listening control (127\.[\d.]+):(\d+)")
     text = topo.read_log("vibepit")
     ports = re.findall(r"listening proxy (\S+):(\d+)", text)
     bench_addr = "%s:%s" % ports[0]
@@ -70,7 +68,7 @@ def visibility(topo, proxy_port, conn, rounds):
     """Milliseconds from each POST's response to the first CONNECT that is not refused."""
     samples, retries = [], 0
     for i in range(rounds):
-        target = "%s:%d" % (compare.SERVER, 20000 + i)  # nothing listens there: 502 once allowed
+        target = "%s:%d" % (SERVER, 20000 + i)  # nothing listens there: 502 once allowed
         r = conn.post("/v1/allow-http", {"entries": [target]})
         t0 = time.perf_counter()
         if r.status != 200 or r.json()["added"] != [target]:
@@ -109,10 +107,10 @@ class Updater(threading.Thread):
 def measure(topo, col, kind, duration):
     """One vibepit-bench run of `kind` ("rate" or "http") through `col`: its rate, its CPU
     per 1 000 units (process and softirq together) and its errors."""
-    args = compare.workload_args(col, duration, 0, 0)[kind]
-    run = compare.metered(topo, col, args, duration + 60)
+    args = workload_args(col, duration, 0, 0)[kind]
+    run = metered(topo, col, args, duration + 60)
     rate = run["results"]["tunnels_per_s" if kind == "rate" else "requests_per_s"]
-    return rate, compare.run_cost(topo, kind, run), run["errors"]["total"]
+    return rate, run_cost(topo, kind, run), run["errors"]["total"]
 
 
 def under_updates(topo, col, conn, duration, repeat):
@@ -157,10 +155,10 @@ def publishing(bin_dir):
     exe = os.path.join(bin_dir, "vibepit-microbench")
     # The median of 5 repetitions: a compile of 200 000 rules is mostly allocator work, and
     # on a shared machine single runs moved by a third.
-    r = subprocess.run(compare.on_sut_core([exe, "--benchmark_filter=BM_CompileAndPublish/100000|BM_AddOneRule",
-                                            "--benchmark_repetitions=5",
-                                            "--benchmark_report_aggregates_only=true",
-                                            "--benchmark_format=json"]),
+    r = subprocess.run(on_sut_core([exe, "--benchmark_filter=BM_CompileAndPublish/100000|BM_AddOneRule",
+                                    "--benchmark_repetitions=5",
+                                    "--benchmark_report_aggregates_only=true",
+                                    "--benchmark_format=json"]),
                        capture_output=True, text=True, timeout=900)
     data = json.loads(r.stdout)
     out = {}
@@ -202,7 +200,7 @@ def render(res, path):
             # 100 000 rules in force it must stay a few milliseconds.
             goal, ok = ("≤ 5 ms", b["ms"] <= 5) if n == "100000" else ("report", None)
             rows.append(line("one `POST /v1/allow-http` onto %s rules per list" % n, "%.3f ms" % b["ms"], goal, ok))
-    compare.write_block(path, "compare-control", [
+    write_block(path, "compare-control", [
         "Run: %s, %s, proxy on one pinned core and the load on the other, %d s per load "
         "measurement, %d rounds, data-path errors during the runs: %d." % (
             res["when"], res["machine"], res["duration_s"], res["repeat"],
@@ -229,13 +227,13 @@ def main():
     res = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
            "duration_s": args.duration, "repeat": args.repeat}
-    with compare.BenchTopology(args.bin_dir, pin=True) as topo:
+    with BenchTopology(args.bin_dir, pin=True) as topo:
         session = os.path.join(topo.tmp, "session")
         p, addr, local_port, (control_host, control_port) = start_vibepit(topo, session)
         conn = ControlConn.for_session(topo, topo.px, control_host, control_port, session)
         res["visibility"] = visibility(topo, local_port, conn, args.rounds)
         print("compare-control: visibility", res["visibility"], flush=True)
-        res["updates"] = under_updates(topo, compare.via_proxy(addr, p.pid), conn, args.duration,
+        res["updates"] = under_updates(topo, via_proxy(addr, p.pid), conn, args.duration,
                                        args.repeat)
         conn.close()
         topo.stop_process(p)

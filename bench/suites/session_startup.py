@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Time from `vibepit run -- true` and `vibepit ci -- true` to their exit, with the images
 present, on a real Docker engine (the e2e fake internet as the egress network, so nothing
 leaves the machine), beside the baseline measured in the same run: `true` in a plain
@@ -7,7 +6,7 @@ container of the same sandbox image (create, start, wait, remove over the Engine
 machine costs each alike. Prints medians, spreads, the ratio to the baseline, vibepit's own
 CPU time, and the proxy image's size.
 
-    python3 bench/session_startup.py --bin-dir build/bin [--runs 10]
+    python3 -m bench.suites.session_startup --bin-dir build/bin [--runs 10]
 """
 
 import json
@@ -18,8 +17,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
-import e2e_harness as h  # noqa: E402
+from tests.e2e import e2e_harness as h
 
 
 def sandbox_image(uid):

@@ -1,9 +1,8 @@
-#!/usr/bin/python3
-"""Plot CPU-seconds per unit of work for each system, from the JSON of bench/compare.py
-(and, when given, bench/compare_dns.py): one panel per workload, one bar per system, the
+"""Plot CPU-seconds per unit of work for each system, from the JSON of bench/suites/compare.py
+(and, when given, bench/suites/dns.py): one panel per workload, one bar per system, the
 process tree's time and its core's softirq time stacked.
 
-    /usr/bin/python3 bench/plot_cost.py --proxy build/bench-results.json \
+    /usr/bin/python3 -m bench.suites.plot_cost --proxy build/bench-results.json \
         [--dns build/bench-dns-results.json] --out docs/bench-cpu.png
 
 Runs under Debian's interpreter, where the python3-matplotlib package puts matplotlib.
@@ -57,8 +56,8 @@ def dns_panels(doc):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--proxy", help="JSON written by bench/compare.py")
-    ap.add_argument("--dns", help="JSON written by bench/compare_dns.py")
+    ap.add_argument("--proxy", help="JSON written by bench/suites/compare.py")
+    ap.add_argument("--dns", help="JSON written by bench/suites/dns.py")
     ap.add_argument("--out", required=True, help="PNG to write")
     args = ap.parse_args()
     all_panels, when = [], []

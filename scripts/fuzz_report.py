@@ -1,18 +1,15 @@
-#!/usr/bin/env python3
 """Writes the fuzzing campaign's figures (tests/fuzz/campaign.ndjson, from
 scripts/fuzz-campaign.sh) into the generated block of docs/security.md: for each target
 in tests/fuzz/corpus, its latest run of at least --minutes minutes, or "not run yet".
-   scripts/fuzz-report.py [--ndjson FILE] [--doc FILE] [--minutes 30]"""
+   python3 -m scripts.fuzz_report [--ndjson FILE] [--doc FILE] [--minutes 30]"""
 
 import argparse
 import json
 import os
-import sys
+
+from bench.lib.report import write_block
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-
-import compare  # noqa: E402  (write_block)
 
 
 def group(n):
@@ -43,7 +40,7 @@ def main():
         lines.append("| `%s` | %s | %d | %s | %d | %d | %d → %d | %d |" % (
             t, r["when"].replace("T", " ").rstrip("Z")[:16], r["minutes"], group(r["execs"]), r["cov"], r["ft"],
             r["corpus_before"], r["corpus_after"], r["crashes"]))
-    compare.write_block(a.doc, "fuzz", lines, writer="scripts/fuzz-report.py")
+    write_block(a.doc, "fuzz", lines, writer="python3 -m scripts.fuzz_report")
     print("fuzz-report: %d of %d targets have a run of %d minutes or more" % (
         len(latest), len(os.listdir(corpus)), a.minutes))
 

@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Soak: mixed load with fault events against one vibepit-proxy for --duration seconds,
 then checks that it came out as it went in.
 
-Topology: as bench/compare_dns.py (namespaces sb -> px -> net). The proxy serves HTTP and
+Topology: as bench/suites/dns.py (namespaces sb -> px -> net). The proxy serves HTTP and
 DNS on 192.0.2.1 in "px"; the load runs in "sb"; names resolve through the authoritative
 `vibepit-bench dns-auth` (every A record 198.51.100.10, where the `vibepit-bench serve`
 upstreams listen).
@@ -48,67 +47,22 @@ import json
 import os
 import re
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-
-import compare  # noqa: E402
-import compare_dns  # noqa: E402
-from harness import netns  # noqa: E402
-from harness.client import RawConn  # noqa: E402
-from harness.control import ControlConn  # noqa: E402
-from harness.fake_dns import build_query  # noqa: E402
-
-PROXY = compare.PROXY_ADDR
-PORTS = compare.PORTS
-HOST = "www.soak.test"
-DENIED_TARGETS = ["d%d.denied.test:443", "10.0.0.1:443", HOST + ":25", "%d.rules.test:8443"]
-RATES = {"churn": 400, "http": 1500, "dns": 800}     # per second, before --scale
+from bench.lib import ROOT
+from bench.lib.dns import AUTH_ADDR, wait_udp, write_streams
+from bench.lib.memory import anon_by_mapping, rss_and_fds, rss_parts
+from bench.lib.peers import wait_for_listen
+from bench.lib.report import write_block
+from bench.lib.soak import HOST, PORTS, PROXY, RATES, SoakFaults, SoakLoads, SoakTopology, udp_counters
+from tests.integration.harness import netns
+from tests.integration.harness.control import ControlConn
 
 
-def udp_counters(topo, ns):
-    """The namespace's UDP drop counters (nstat): where a lost datagram was dropped."""
-    out = topo.run(ns, ["nstat", "-az"], timeout=10).stdout.decode()
-    keys = ("UdpRcvbufErrors", "UdpSndbufErrors", "UdpInErrors")
-    return {k: int(v) for k, v in re.findall(r"^(\w+)\s+(\d+)", out, re.M) if k in keys}
-
-
-def rss_and_fds(pid):
-    rss, _ = rss_parts(pid)
-    return rss, len(os.listdir("/proc/%d/fd" % pid))
-
-
-def anon_by_mapping(pid):
-    """Anonymous KiB per mapping (/proc/PID/smaps), keyed by start address and name (a heap
-    that grows keeps its start)."""
-    out, key = {}, None
-    with open("/proc/%d/smaps" % pid) as f:
-        for line in f:
-            m = re.match(r"^([0-9a-f]+)-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$", line)
-            if m:
-                key = (m.group(1) + " " + m.group(2)).strip()
-            elif line.startswith("Anonymous:") and key:
-                out[key] = int(line.split()[1])
-    return out
-
-
-def rss_parts(pid):
-    """VmRSS, and its anonymous and file-backed parts (KiB): code pages a first fault touches
-    are file-backed, a heap that grew is anonymous."""
-    with open("/proc/%d/status" % pid) as f:
-        kib = {k: int(v) for k, v in re.findall(r"^(VmRSS|RssAnon|RssFile):\s+(\d+)", f.read(), re.M)}
-    return kib["VmRSS"], {"anon_kib": kib.get("RssAnon", 0), "file_kib": kib.get("RssFile", 0)}
-
-
-class Soak:
+class Soak(SoakLoads, SoakFaults):
     def __init__(self, args):
         self.args = args
         self.topo = SoakTopology(os.path.abspath(args.bin_dir))
@@ -146,7 +100,7 @@ class Soak:
         cfg = {
             "proxy-listen": [PROXY + ":0"],
             "dns-listen": [PROXY + ":53"],
-            "upstream-dns": [compare_dns.AUTH_ADDR],
+            "upstream-dns": [AUTH_ADDR],
             "allow-http": ["*.soak.test:%d" % p for p in (PORTS["http"], PORTS["source"], PORTS["echo"],
                                                           PORTS["discard"])],
             "allow-dns": ["cached.test", "*.cached.test", "miss.test", "*.miss.test", "soak.test",
@@ -171,12 +125,12 @@ class Soak:
             env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), quarantine]))
         self.proc = t.popen(t.px, [t.bin("vibepit-proxy"), "--config", path, "--session-dir", sd],
                             log="vibepit", env=env)
-        compare.wait_for_listen(t, self.proc, "vibepit", r"listening control 127\.0\.0\.1:(\d+)")
+        wait_for_listen(t, self.proc, "vibepit", r"listening control 127\.0\.0\.1:(\d+)")
         text = t.read_log("vibepit")
         self.port = int(re.search(r"listening proxy 192\.0\.2\.1:(\d+)", text).group(1))
         control_port = int(re.search(r"listening control 127\.0\.0\.1:(\d+)", text).group(1))
         self.control = ControlConn.for_session(t, t.px, "127.0.0.1", control_port, sd)
-        compare_dns.wait_udp(t, self.proc, "vibepit")
+        wait_udp(t, self.proc, "vibepit")
         self.proxy = "%s:%d" % (PROXY, self.port)
 
     def proxy_pid(self):
@@ -209,241 +163,6 @@ class Soak:
         if r.status != 200:
             raise RuntimeError("allow-http of %d rules answered %d" % (n, r.status))
         return max(0.0, (self.at_rest()["rss_kib"] - before) * 1024 / n)
-
-    # ---------------------------------------------------------- the loads
-
-    def bench(self, argv, timeout):
-        return compare.bench(self.topo, argv, timeout)
-
-    def loop(self, name, end, fn):
-        """Run fn(seconds) in turns of at most 10 s until `end`; record what went wrong."""
-        def run():
-            while not self.stop.is_set():
-                left = end - time.monotonic()
-                if left < 1:
-                    return
-                try:
-                    fn(min(10.0, left))
-                except Exception as e:      # noqa: BLE001 - reported as a soak error
-                    self.fail("%s: %r" % (name, e), traffic=True)
-                    time.sleep(1)
-        th = threading.Thread(target=run, name=name, daemon=True)
-        th.start()
-        return th
-
-    def churn(self, secs):
-        rate = max(1, int(RATES["churn"] * self.args.scale))
-        r = self.bench(["connect-rate", "--proxy", self.proxy, "--target", "%s:%d" % (HOST, PORTS["echo"]),
-                        "--rate", str(rate), "--concurrency", "16", "--duration", "%.1f" % secs],
-                       secs + 60)
-        self.add("churn_tunnels", r["results"]["tunnels"])
-        if r["errors"]["total"]:
-            self.fail("churn: %s" % r["errors"], traffic=True)
-
-    def bulk(self, secs):
-        direction = "up" if self.counts.get("bulk_runs", 0) % 2 else "down"
-        target = "%s:%d" % (HOST, PORTS["discard" if direction == "up" else "source"])
-        r = self.bench(["connect-throughput", "--proxy", self.proxy, "--target", target, "--streams", "1",
-                        "--duration", "%.1f" % min(2.0, secs), "--direction", direction], secs + 60)
-        self.add("bulk_runs")
-        self.add("bulk_bytes", int(r["results"].get("bytes", 0)))
-        if r["errors"]["total"]:
-            self.fail("bulk %s: %s" % (direction, json.dumps(r)[:1500]), traffic=True)
-        time.sleep(max(0.0, secs - 2.0))
-
-    def http(self, secs):
-        rate = max(1, int(RATES["http"] * self.args.scale))
-        r = self.bench(["http-rps", "--proxy", self.proxy, "--url", "http://%s:%d/" % (HOST, PORTS["http"]),
-                        "--connections", "4", "--rate", str(rate), "--duration", "%.1f" % secs], secs + 60)
-        self.add("http_requests", r["results"]["requests"])
-        if r["errors"]["total"] or r["results"]["non200"]:
-            self.fail("http: %s, %d not 200" % (r["errors"], r["results"]["non200"]), traffic=True)
-
-    def dns(self, stream, secs):
-        rate = max(1, int(RATES["dns"] * self.args.scale))
-        out = compare_dns.dnsperf(self.topo, self.streams[stream], int(max(1, secs)),
-                                  ["-Q", str(rate)] + (["-n", "1"] if stream == "miss" else []), secs + 60)
-        sent = re.search(r"Queries sent:\s+(\d+)", out)
-        lost = compare_dns.LOST_RE.search(out)
-        codes = compare_dns.RCODES_RE.search(out)
-        if not sent:
-            raise RuntimeError("dnsperf: " + out[-800:])
-        self.add("dns_%s_sent" % stream, int(sent.group(1)))
-        codes = dict((name, int(n)) for name, n in re.findall(r"(\w+) (\d+) \(", codes.group(1) if codes else ""))
-        want = "REFUSED" if stream == "denied" else "NOERROR"
-        other = {k: v for k, v in codes.items() if k != want}
-        if other:
-            self.fail("dns %s: answers other than %s: %s" % (stream, want, other), traffic=True)
-        if stream != "denied" and lost and int(lost.group(1)):
-            self.fail("dns %s: %s queries lost" % (stream, lost.group(1)), traffic=True)
-
-    def denied(self, end):
-        def run():
-            i = 0
-            while not self.stop.is_set() and time.monotonic() < end:
-                target = DENIED_TARGETS[i % len(DENIED_TARGETS)]
-                target = target % i if "%d" in target else target
-                try:
-                    c = SandboxConn(self.topo, self.port)
-                    resp = c.request("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target), "CONNECT")
-                    c.close()
-                    self.add("denied_requests")
-                    if resp.status != 403:
-                        self.fail("denied %s answered %d" % (target, resp.status))
-                except Exception as e:      # noqa: BLE001
-                    self.fail("denied %s: %r" % (target, e))
-                i += 1
-                time.sleep(0.2)
-        th = threading.Thread(target=run, name="denied", daemon=True)
-        th.start()
-        return th
-
-    def rules(self, end):
-        def run():
-            while not self.stop.is_set() and time.monotonic() < end:
-                n = self.counts.get("rules_added", 0)
-                try:
-                    with self.control_lock:
-                        r = self.control.post("/v1/allow-http", {"entries": ["r%d.rules.test:443" % n]})
-                    if r.status != 200:
-                        self.fail("allow-http answered %d: %s" % (r.status, r.body[:200]))
-                    self.add("rules_added")
-                except Exception as e:      # noqa: BLE001
-                    self.fail("allow-http: %r" % e)
-                time.sleep(1)
-        th = threading.Thread(target=run, name="rules", daemon=True)
-        th.start()
-        return th
-
-    # ---------------------------------------------------------- faults
-
-    def sb_connect(self, port, timeout=5):
-        return self.topo.connect(self.topo.sb, PROXY, port, timeout=timeout)
-
-    def fault_rotate(self):
-        self.rotations += 1
-        os.rename(self.log_path, "%s.soak-%d" % (self.log_path, self.rotations))
-        self.proc.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 5
-        while not os.path.exists(self.log_path):
-            if time.monotonic() > deadline:
-                raise RuntimeError("no new decision log 5 s after SIGHUP")
-            time.sleep(0.05)
-
-    def fault_resets(self):
-        socks = []
-        try:
-            for _ in range(20):
-                s = self.sb_connect(self.port)
-                socks.append(s)
-                t = "%s:%d" % (HOST, PORTS["source"])
-                s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (t, t)).encode())
-            for s in socks:
-                head = b""
-                while b"\r\n\r\n" not in head:
-                    chunk = s.recv(4096)
-                    if not chunk:
-                        raise RuntimeError("tunnel closed before its 200")
-                    head += chunk
-                if not head.startswith(b"HTTP/1.1 200"):
-                    raise RuntimeError("tunnel refused: %r" % head[:100])
-                s.recv(65536)       # the download has started
-        finally:
-            for s in socks:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                s.close()
-
-    def fault_slow(self):
-        socks = []
-        try:
-            for _ in range(50):
-                s = self.sb_connect(self.port)
-                s.sendall(b"GET http://%s:%d/ HTTP/1.1\r\nHost: " % (HOST.encode(), PORTS["http"]))
-                socks.append(s)
-            deadline = time.monotonic() + 6        # header-timeout-ms 2000
-            for s in socks:
-                s.settimeout(max(0.1, deadline - time.monotonic()))
-                try:
-                    data = s.recv(4096)
-                except socket.timeout:
-                    raise RuntimeError("a stalled head was not closed within 6 s")
-                except ConnectionResetError:
-                    data = b""
-                if data and not data.startswith(b"HTTP/1.1 408"):
-                    raise RuntimeError("stalled head answered %r" % data[:60])
-        finally:
-            for s in socks:
-                s.close()
-
-    def fault_dnsjunk(self):
-        u = self.topo.socket(self.topo.sb, socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            for i in range(300):
-                junk = [b"\x00", b"\xff" * 12, build_query("junk.test", 1)[:-3],
-                        build_query("x" * 70 + ".cached.test", 1)][i % 4]
-                u.sendto(junk, (PROXY, 53))
-                # Paced: 300 datagrams at once would overflow the socket's receive buffer,
-                # and the kernel would drop the stream's queries with them, as in any flood.
-                time.sleep(0.001)
-        finally:
-            u.close()
-        held = [self.sb_connect(53) for _ in range(20)]
-        for s in held:
-            s.sendall(b"\xff\xff\x00")
-        time.sleep(0.5)
-        for s in held:
-            s.close()
-        # the server still answers
-        q = self.topo.socket(self.topo.sb, socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            q.settimeout(3)
-            q.sendto(build_query("c1.cached.test", 1, qid=0x5151), (PROXY, 53))
-            reply = q.recv(4096)
-            if reply[:2] != b"\x51\x51" or reply[3] & 0xF != 0:
-                raise RuntimeError("no NOERROR answer after the junk: %r" % reply[:12])
-        finally:
-            q.close()
-
-    def fault_flood(self):
-        socks = []
-        try:
-            for i in range(300):
-                s = self.sb_connect(self.port)
-                t = "f%d.flood.test:443" % i
-                s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (t, t)).encode())
-                socks.append(s)
-            for s in socks:
-                s.settimeout(5)
-                data = s.recv(4096)
-                if not data.startswith(b"HTTP/1.1 403"):
-                    raise RuntimeError("flood CONNECT answered %r" % data[:60])
-                self.add("denied_requests")
-        finally:
-            for s in socks:
-                s.close()
-
-    FAULTS = ("rotate", "resets", "slow", "dnsjunk", "flood")
-
-    def fault_events(self, end):
-        events = [(name, getattr(self, "fault_" + name)) for name in self.FAULTS]
-
-        def run():
-            i = 0
-            while not self.stop.wait(self.args.fault_every) and time.monotonic() < end - 2:
-                name, fn = events[i % len(events)]
-                t0 = time.monotonic()
-                try:
-                    fn()
-                    ok = True
-                except Exception as e:      # noqa: BLE001
-                    self.fail("fault %s: %r" % (name, e))
-                    ok = False
-                with self.lock:
-                    self.faults.append({"event": name, "ok": ok, "s": round(time.monotonic() - t0, 2)})
-                i += 1
-        th = threading.Thread(target=run, name="faults", daemon=True)
-        th.start()
-        return th
 
     # ---------------------------------------------------------- one phase
 
@@ -502,7 +221,7 @@ class Soak:
         t = self.topo
         t.start()
         try:
-            self.streams = compare_dns.write_streams(t.tmp, 200000)
+            self.streams = write_streams(t.tmp, 200000)
             self.start_proxy()
             rule_cost = self.rule_cost()
             print("soak: one rule holds %.0f bytes at rest" % rule_cost, flush=True)
@@ -596,26 +315,6 @@ class Soak:
             t.close()
 
 
-class SandboxConn(RawConn):
-    """A client connection from "sb", where the load runs, to the proxy."""
-
-    def __init__(self, topo, port, timeout=5.0):   # noqa: super().__init__ connects from px
-        self.sock = topo.connect(topo.sb, PROXY, port, timeout=timeout)
-        self.buf = b""
-
-
-class SoakTopology(compare_dns.DnsTopology):
-    """compare_dns's topology, with the soak's own zone on the authoritative server."""
-
-    def _start_fakes(self):
-        compare.BenchTopology._start_fakes(self)
-        self.run(self.net, ["ip", "addr", "add", compare_dns.AUTH_ADDR + "/32", "dev", "lo"])
-        self.popen(self.net, [self.bin("vibepit-bench"), "dns-auth", "--listen", compare_dns.AUTH_ADDR + ":53",
-                              "--zone", "cached.test:3600", "--zone", "miss.test:0", "--zone", "soak.test:300",
-                              "--threads", "1", "--duration", "7200"], log="dns-auth")
-        time.sleep(0.3)
-
-
 def heap_row(base, end, residual_ratio):
     if not base or not end:
         return "not known (the allocator does not say)"
@@ -661,7 +360,7 @@ def render(res, path):
         "| result | %s |" % ("passed" if res["passed"] else "**failed**: " + "; ".join(res["errors"][:3])),
     ]
     # docs/benchmarks.md ends with the soak section: a first run appends the block there
-    compare.write_block(path, "soak", lines, writer="bench/soak.sh")
+    write_block(path, "soak", lines, writer="bench/soak.sh")
 
 
 def main():

@@ -4,8 +4,8 @@ headers live under include/vibepit/<name>/, and a library includes headers only 
 libraries it may depend on. Exit 0 when the tree holds to them; 1, with one line per
 breach, when it does not.
 
-    scripts/check-layout.py [ROOT]      # check the tree (default: this checkout)
-    scripts/check-layout.py --self-test # prove the check fails on a planted breach
+    python3 -m scripts.check_layout [ROOT]      # check the tree (default: this checkout)
+    python3 -m scripts.check_layout --self-test # prove the check fails on a planted breach
 """
 
 import os

@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Where the set-up p99 at a fixed load comes from: every tunnel's latency, not only the
 percentiles, through vibepit-proxy and haproxy's relay, in the pinned topology of
-bench/compare.py.
+bench/suites/compare.py.
 
-    sudo python3 bench/tail.py [--rounds 3] [--duration 10] [--rate 2000]
+    sudo python3 -m bench.suites.tail [--rounds 3] [--duration 10] [--rate 2000]
 
 First, with no load, a probe on each core: a busy loop that reads the clock and counts the
 gaps in which something else had the core (the machine's own stalls, which both systems
@@ -39,13 +38,13 @@ import shutil
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-
-import compare  # noqa: E402
-from harness import netns  # noqa: E402
+from bench.lib import ROOT
+from bench.lib.peers import move_log_writer, start_haproxy, start_vibepit, via_proxy
+from bench.lib.report import publish
+from bench.lib.stats import pooled
+from bench.lib.topology import BenchTopology
+from bench.lib.workloads import bench, metered, read_samples
+from tests.integration.harness import netns
 
 STALL_US = 2000   # a tunnel this slow waited through a stall
 SLOW_US = 500     # about twice the median through either system
@@ -82,7 +81,7 @@ def analyse(runs, duration):
     n = len(lat)
     if n == 0:
         return {"tunnels": 0}
-    pct = compare.pooled(lat)
+    pct = pooled(lat)
     res = {"tunnels": n, **{k: v for k, v in pct.items() if k != "count"},
            "over_pct": {str(x): 100.0 * sum(1 for v in lat if v > x) / n for x in (500, 1000, 2000)}}
     groups, sizes, shadowed, alone, setup_share = 0, [], 0, 0, []
@@ -124,7 +123,7 @@ def main():
     ap.add_argument("--markdown", help="also write the table as block 'tail' of this file")
     ap.add_argument("--keep", help="also copy every run's samples into this directory")
     ap.add_argument("--base", help="also run the vibepit-proxy of this bin dir (a build to "
-                    "compare against, as bench/ab.py's --base) as a column of its own")
+                    "compare against, as bench/suites/ab.py's --base) as a column of its own")
     ap.add_argument("--log-elsewhere", action="store_true",
                     help="also run a second vibepit-proxy whose decision-log writer thread is "
                     "moved to the load's core: what sharing the core under test with it costs")
@@ -136,32 +135,32 @@ def main():
     netns.install_signal_cleanup()
     out = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "rate": args.rate, "duration_s": args.duration, "rounds": args.rounds}
-    with compare.BenchTopology(args.bin_dir, pin=True) as topo:
+    with BenchTopology(args.bin_dir, pin=True) as topo:
         out["pinning"] = topo.cpus
         if args.probe:
             out["idle_probe"] = {str(c): v for c, v in
                                  probe_cores(sorted(set(topo.cpus.values())), args.probe).items()}
-        p, addr = compare.start_vibepit(topo, 1)
-        proxy = compare.via_proxy(addr, p.pid)
+        p, addr = start_vibepit(topo, 1)
+        proxy = via_proxy(addr, p.pid)
         # The second vibepit-proxy column sends the client's byte with the CONNECT, so that
         # its client waits once, as a relay's does (--pipeline): the protocol's extra turn out.
         # The second haproxy is the same relay again: the A/A pair.
         cols = {"vibepit-proxy": (proxy, [])}
         if args.base:
-            bp, baddr = compare.start_vibepit(
+            bp, baddr = start_vibepit(
                 topo, 1, os.path.join(os.path.abspath(args.base), "vibepit-proxy"), "base")
-            cols[BASE] = (compare.via_proxy(baddr, bp.pid), [])
+            cols[BASE] = (via_proxy(baddr, bp.pid), [])
         if args.log_elsewhere:
-            ep, eaddr = compare.start_vibepit(topo, 1, name="elsewhere")
-            compare.move_log_writer(topo, ep.pid, "tail")
-            cols[ELSEWHERE] = (compare.via_proxy(eaddr, ep.pid), [])
+            ep, eaddr = start_vibepit(topo, 1, name="elsewhere")
+            move_log_writer(topo, ep.pid, "tail")
+            cols[ELSEWHERE] = (via_proxy(eaddr, ep.pid), [])
         cols.update({"vibepit, pipelined": (proxy, ["--pipeline"]),
-                     "haproxy": (compare.start_haproxy(topo)[1], []),
-                     AGAIN: (compare.start_haproxy(topo, 1)[1], [])})
+                     "haproxy": (start_haproxy(topo)[1], []),
+                     AGAIN: (start_haproxy(topo, 1)[1], [])})
         base = ["connect-rate", "--concurrency", "32", "--linger0", "--max", "2000000"]
         for col, _ in cols.values():  # warm-up: the name is resolved and cached
-            compare.bench(topo, base + ["--proxy", col.proxy, "--target", col.target("echo"),
-                                        "--duration", "1"], 60)
+            bench(topo, base + ["--proxy", col.proxy, "--target", col.target("echo"),
+                                "--duration", "1"], 60)
         samples = {name: [] for name in cols}
         cpu = {name: [] for name in cols}
         p99 = {name: [] for name in cols}
@@ -170,11 +169,11 @@ def main():
             order = order[r % len(order):] + order[:r % len(order)]  # each takes every place
             for name, (col, extra) in order:
                 path = os.path.join(topo.tmp, "samples-%s-%d.txt" % (name, r))
-                run = compare.metered(topo, col, base + [
+                run = metered(topo, col, base + [
                     "--proxy", col.proxy, "--target", col.target("echo"), "--duration",
                     str(args.duration), "--rate", str(args.rate), "--samples", path] + extra,
                     args.duration + 60)
-                samples[name].append(compare.read_samples(path))
+                samples[name].append(read_samples(path))
                 cpu[name].append(run["cpu"]["process_s"])
                 if args.keep:
                     shutil.copy(path, args.keep)
@@ -186,7 +185,7 @@ def main():
                                  cpu_rounds=[1000 * c / max(1, len(x)) for c, x in zip(cpu[name], runs)],
                                  cpu_s_per_1000=1000 * sum(cpu[name]) / max(1, sum(len(x) for x in runs)))
                       for name, runs in samples.items()}
-    compare.publish(out, render(out), args.json, args.markdown, "tail", "bench/tail.py")
+    publish(out, render(out), args.json, args.markdown, "tail", "python3 -m bench.suites.tail")
 
 
 def render(out):

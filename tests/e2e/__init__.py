@@ -1,0 +1,1 @@
+"""End-to-end tests: vibepit run and ci against a real Docker engine (README.md)."""

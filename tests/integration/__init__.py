@@ -1,0 +1,1 @@
+"""Integration tests: real vibepit-proxy processes in network namespaces (README.md)."""
