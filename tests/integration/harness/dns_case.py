@@ -181,7 +181,7 @@ class DnsCase(base.TopologyCase):
         self.assertIn(r.status, wanted, "%r%s" % (r, p.diag()))
         # The client port alone is not unique: an earlier raw socket may have had it.
         recs = p.wait_dns_records(lambda rec: rec.get("client") == client and
-                                  record_time(rec) >= sent, timeout=3.0)
+                                  record_time(rec) >= sent)
         self.assertEqual(len(recs), 1, "want one decision record from %s (%s %s): %s%s"
                          % (client, name, qtype, recs, p.diag()))
         match = recs[0]
