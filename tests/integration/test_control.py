@@ -20,6 +20,7 @@ import time
 
 from harness import base
 from harness.control import ControlConn, TestCa, credentials_pipe
+from harness.wait import poll, wait_until, within
 
 
 LOAD_SERVER = "198.51.100.20:7000"  # vibepit-bench serve --kind echo, in the fake internet
@@ -136,23 +137,25 @@ class HandshakeMatrix(ControlCase):
         self.assertEqual(code, 0)
 
     def test_plain_http_is_answered_at_once(self):
-        t0 = time.monotonic()
+        # A 400 is an answer; a server that waited for a handshake would only drop the
+        # client at control-timeout-ms, with no status (code 0).
         rc, code, body, err = self.curl("http://%s:%d/v1/health" % (CHOST, self.cport))
-        self.assertLess(time.monotonic() - t0, 3)
         self.assertEqual(code, 400, err)
         self.assertIn("TLS", body)
 
     def test_silent_client_is_dropped(self):
-        s = self.topo.connect(self.topo.px, CHOST, self.cport, timeout=5)
-        t0 = time.monotonic()
+        # dropped by control-timeout-ms (1500) with slack; still open then fails the test
+        s = self.topo.connect(self.topo.px, CHOST, self.cport, timeout=within(1.5))
         try:
             data = s.recv(100)
+        except TimeoutError:
+            self.fail("a silent client must be dropped at the deadline; still open after %g s"
+                      % within(1.5))
         except OSError:
             data = b""
         finally:
             s.close()
         self.assertEqual(data, b"")
-        self.assertLess(time.monotonic() - t0, 4, "a silent client must be dropped at the deadline")
 
     def test_still_serving_after_the_matrix(self):
         for _ in range(3):
@@ -366,14 +369,10 @@ class Standalone(ControlCase):
         # A CONNECT now shows up after `after`.
         conn, resp = self.tunnel("denied-paging.test:443")
         self.assertStatus(resp, 403)
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
-            got = c.request("GET", "/v1/decisions?after=%d" % after).json()
-            if any(r.get("host") == "denied-paging.test" for r in got["records"]):
-                break
-            time.sleep(0.05)
-        else:
-            self.fail("the decision did not reach the API")
+        got = poll(lambda: c.request("GET", "/v1/decisions?after=%d" % after).json(),
+                   lambda got: any(r.get("host") == "denied-paging.test" for r in got["records"]))
+        self.assertTrue(any(r.get("host") == "denied-paging.test" for r in got["records"]),
+                        "the decision did not reach the API")
 
 
 class SlowFollower(ControlCase):
@@ -392,12 +391,8 @@ class SlowFollower(ControlCase):
         for i in range(60):
             conn, resp = self.tunnel("flood%d.test:443" % i)
             conn.close()
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
-            got = c.request("GET", "/v1/decisions?after=%d&limit=1000" % start).json()
-            if got["next"] >= start + 60:
-                break
-            time.sleep(0.05)
+        got = poll(lambda: c.request("GET", "/v1/decisions?after=%d&limit=1000" % start).json(),
+                   lambda got: got["next"] >= start + 60)
         self.assertEqual(got["lost"], 40, got)
         self.assertEqual(len(got["records"]), 20)
 
@@ -511,20 +506,14 @@ class LogFaultTest(base.TopologyCase):
         self.assertStatus(resp, 200)
         conn.close()
         # 50 denials, the tunnel's decision and its close record: all refused by the disk.
-        deadline = time.monotonic() + 5
-        while self.unwritten(c) < 52 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        lost = self.unwritten(c)
+        lost = poll(lambda: self.unwritten(c), lambda n: n >= 52)
         self.assertEqual(lost, 52, p.diag())
         self.assertIn("No space left on device", p.stderr())
         os.unlink(filler)                 # space returns
         self.deny(p, "after", 20)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            got = [json.loads(line) for line in self.lines(path) if line.startswith(b"{") and line.endswith(b"}")]
-            if sum(1 for r in got if r.get("host", "").startswith("after")) == 20:
-                break
-            time.sleep(0.05)
+        got = poll(lambda: [json.loads(line) for line in self.lines(path)
+                            if line.startswith(b"{") and line.endswith(b"}")],
+                   lambda got: sum(1 for r in got if r.get("host", "").startswith("after")) == 20)
         hosts = [r.get("host", "") for r in got]
         self.assertEqual(sum(1 for h in hosts if h.startswith("after")), 20, p.diag())
         self.assertEqual(self.unwritten(c), lost, "writes still failing after space returned")
@@ -538,20 +527,13 @@ class LogFaultTest(base.TopologyCase):
         path = os.path.join(d, "decisions.ndjson")
         p, c = self.control_proxy(path)
         self.deny(p, "before", 3)
-        deadline = time.monotonic() + 3
-        while len(self.lines(path)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        self.assertTrue(wait_until(lambda: len(self.lines(path)) >= 3), p.diag())
         os.rename(path, path + ".1")      # what logrotate does
         p.proc.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 3
-        while "reopening the decision log" not in p.stderr() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        self.assertTrue(wait_until(lambda: "reopening the decision log" in p.stderr()), p.diag())
         self.deny(p, "after", 2)
-        deadline = time.monotonic() + 3
-        while not os.path.exists(path) or len(self.lines(path)) < 2:
-            if time.monotonic() > deadline:
-                self.fail("no new file after SIGHUP%s" % p.diag())
-            time.sleep(0.05)
+        self.assertTrue(wait_until(lambda: os.path.exists(path) and len(self.lines(path)) >= 2),
+                        "no new file after SIGHUP%s" % p.diag())
         # Two I/O threads: their records may reach the file in either order.
         self.assertEqual(sorted(json.loads(line)["host"] for line in self.lines(path)),
                          ["after0.test", "after1.test"])
