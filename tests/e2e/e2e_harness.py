@@ -26,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 from harness.tools import need  # noqa: E402
+from harness.wait import LIVENESS_S, wait_until  # noqa: E402,F401 (for the tests)
 
 FAKES = os.path.join(REPO, "tests", "integration", "harness")
 SUBNET, GATEWAY = "198.51.100.0/24", "198.51.100.1"
@@ -136,14 +137,14 @@ class FakeInternet:
         for a in UPSTREAMS:
             argv += ["--addr", a]
         self._popen(argv, "fake_upstream")
-        deadline = time.monotonic() + 15
-        while not (os.path.exists(stats) and os.path.exists(ready)):
+
+        def all_ready():
             for p in self.procs:
                 if p.poll() is not None:
                     raise RuntimeError("a fake exited early: %s" % p.args)
-            if time.monotonic() > deadline:
-                raise RuntimeError("fakes not ready")
-            time.sleep(0.05)
+            return os.path.exists(stats) and os.path.exists(ready)
+        if not wait_until(all_ready, timeout=LIVENESS_S + 5):
+            raise RuntimeError("fakes not ready")
 
     def dns_queries(self):
         with open(os.path.join(self.tmp, "dns-stats.json")) as f:
