@@ -23,6 +23,7 @@ import tempfile
 import time
 
 from tests.integration.harness.tools import need
+from tests.integration.harness.wait import LIVENESS_S, wait_until  # noqa: F401 (for the tests)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -136,14 +137,14 @@ class FakeInternet:
         for a in UPSTREAMS:
             argv += ["--addr", a]
         self._popen(argv, "fake_upstream")
-        deadline = time.monotonic() + 15
-        while not (os.path.exists(stats) and os.path.exists(ready)):
+
+        def all_ready():
             for p in self.procs:
                 if p.poll() is not None:
                     raise RuntimeError("a fake exited early: %s" % p.args)
-            if time.monotonic() > deadline:
-                raise RuntimeError("fakes not ready")
-            time.sleep(0.05)
+            return os.path.exists(stats) and os.path.exists(ready)
+        if not wait_until(all_ready, timeout=LIVENESS_S + 5):
+            raise RuntimeError("fakes not ready")
 
     def dns_queries(self):
         with open(os.path.join(self.tmp, "dns-stats.json")) as f:

@@ -120,10 +120,8 @@ class FaultTest(unittest.TestCase):
 
     def wait_running(self, p):
         read_until(p, "Creating sandbox", 120)
-        deadline = time.monotonic() + 30
-        while not self.running("sandbox"):
-            self.assertLess(time.monotonic(), deadline, "the sandbox never ran")
-            time.sleep(0.1)
+        self.assertTrue(h.wait_until(lambda: self.running("sandbox"), timeout=30, interval=0.1),
+                        "the sandbox never ran")
 
     def test_stopped_proxy_fails_closed_and_status_says_so(self):
         p = self.start()

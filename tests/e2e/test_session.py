@@ -51,14 +51,13 @@ class SessionTest(unittest.TestCase):
     def setUpClass(cls):
         cls.ws = h.Workspace()
         cls.owner = cls.ws.vibepit_popen(INTERNET, ["run", "-q", "-T"] + RULES + ["--", "sleep", "900"])
-        deadline = time.monotonic() + 240   # the first run may build the user's image
-        while time.monotonic() < deadline:
+
+        def up():
             if cls.owner.poll() is not None:
                 raise RuntimeError("vibepit run exited: %s" % cls.owner.stderr.read())
-            if cls.sandbox_id():
-                break
-            time.sleep(0.25)
-        else:
+            return cls.sandbox_id()
+        # the first run may build the user's image
+        if not h.wait_until(up, timeout=240, interval=0.25):
             raise RuntimeError("the session did not come up")
         sessions = os.listdir(cls.ws.sessions_dir())
         assert len(sessions) == 1, sessions
@@ -355,6 +354,17 @@ class TtyTest(unittest.TestCase):
                 except OSError:
                     self.fail("the terminal closed; it showed: %r" % self.seen[-2000:])
 
+    def read_some(self, wait=0.1):
+        """What the terminal has shown so far, after reading what arrives within `wait`."""
+        import select
+        ready, _, _ = select.select([self.master], [], [], wait)
+        if ready:
+            try:
+                self.seen += os.read(self.master, 4096).decode(errors="replace")
+            except OSError:
+                self.fail("the terminal closed; it showed: %r" % self.seen[-2000:])
+        return self.seen
+
     def send(self, text):
         os.write(self.master, text.encode())
 
@@ -373,11 +383,18 @@ class TtyTest(unittest.TestCase):
             self.read_until("33 101")
             self.set_size(40, 120)
             p.send_signal(signal.SIGWINCH)
-            time.sleep(0.5)
-            self.send("stty size\r")
-            self.read_until("40 120")
-            self.send("sleep 60; echo SLEEP-$((2+3))-RAN-OUT\r")
-            time.sleep(1.5)
+            # The new size reaches the sandbox's terminal when vibepit has relayed it: ask
+            # until it shows, rather than after a pause a busy machine may outlast.
+
+            def resized():
+                self.send("stty size\r")
+                return h.wait_until(lambda: "40 120" in self.read_some(), timeout=1.0)
+            self.assertTrue(h.wait_until(resized, timeout=h.LIVENESS_S * 3),
+                            "the new size never reached the sandbox: %r" % self.seen[-2000:])
+            # Ctrl-C once the sleep runs (its marker is on the terminal), not while the shell
+            # still reads the line: only then does it show where the signal went.
+            self.send("echo SLEEPING-$((3+4)); sleep 60; echo SLEEP-$((2+3))-RAN-OUT\r")
+            self.read_until("SLEEPING-7")
             self.send("\x03")          # Ctrl-C: to the sleep inside, not to vibepit
             self.send("echo INTERRUPTED-$((1+1))\r")
             self.read_until("INTERRUPTED-2", 20)

@@ -2,11 +2,11 @@
 
 import os
 import shutil
-import time
 
 from tests.integration.harness import base
 from tests.integration.harness.proxy import ProxyError
 from tests.integration.harness.client import Closed, RawConn
+from tests.integration.harness.wait import within
 
 RULES = [
     "allowed.test:443", "allowed.test:80", "dual.test:443",
@@ -18,8 +18,8 @@ RULES = [
 class ConnectTest(base.TopologyCase):
     proxy_config = {"allow_http": RULES, "connect_timeout_ms": 800}
 
-    def connect_refused(self, target, status, *needles, error=None):
-        c, resp = self.tunnel(target)
+    def connect_refused(self, target, status, *needles, error=None, timeout=None):
+        c, resp = self.tunnel(target, **({} if timeout is None else {"timeout": timeout}))
         self.assertStatus(resp, status)
         for n in needles:
             self.assertIn(n, resp.text, "%r%s" % (resp, self.diag()))
@@ -110,9 +110,8 @@ class ConnectTest(base.TopologyCase):
         self.connect_refused("dead.test:443", 502, error="connection_refused")
 
     def test_connect_timeout_is_504(self):
-        t0 = time.monotonic()
-        self.connect_refused("blackhole.test:443", 504, error="connection_timeout")
-        self.assertLess(time.monotonic() - t0, 4.0, "connect-timeout-ms is 800")
+        # A 504 by connect-timeout-ms (800) with slack; without it, no answer fails the test.
+        self.connect_refused("blackhole.test:443", 504, error="connection_timeout", timeout=within(0.8))
 
     def test_malformed(self):
         cases = [  # (request, why)

@@ -18,6 +18,7 @@ import time
 
 from tests.integration.harness import base
 from tests.integration.harness.control import ControlConn, TestCa, credentials_pipe
+from tests.integration.harness.wait import poll, within
 
 
 LOAD_SERVER = "198.51.100.20:7000"  # vibepit-bench serve --kind echo, in the fake internet
@@ -134,23 +135,25 @@ class HandshakeMatrix(ControlCase):
         self.assertEqual(code, 0)
 
     def test_plain_http_is_answered_at_once(self):
-        t0 = time.monotonic()
+        # A 400 is an answer; a server that waited for a handshake would only drop the
+        # client at control-timeout-ms, with no status (code 0).
         rc, code, body, err = self.curl("http://%s:%d/v1/health" % (CHOST, self.cport))
-        self.assertLess(time.monotonic() - t0, 3)
         self.assertEqual(code, 400, err)
         self.assertIn("TLS", body)
 
     def test_silent_client_is_dropped(self):
-        s = self.topo.connect(self.topo.px, CHOST, self.cport, timeout=5)
-        t0 = time.monotonic()
+        # dropped by control-timeout-ms (1500) with slack; still open then fails the test
+        s = self.topo.connect(self.topo.px, CHOST, self.cport, timeout=within(1.5))
         try:
             data = s.recv(100)
+        except TimeoutError:
+            self.fail("a silent client must be dropped at the deadline; still open after %g s"
+                      % within(1.5))
         except OSError:
             data = b""
         finally:
             s.close()
         self.assertEqual(data, b"")
-        self.assertLess(time.monotonic() - t0, 4, "a silent client must be dropped at the deadline")
 
     def test_still_serving_after_the_matrix(self):
         for _ in range(3):
@@ -364,14 +367,10 @@ class Standalone(ControlCase):
         # A CONNECT now shows up after `after`.
         conn, resp = self.tunnel("denied-paging.test:443")
         self.assertStatus(resp, 403)
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
-            got = c.request("GET", "/v1/decisions?after=%d" % after).json()
-            if any(r.get("host") == "denied-paging.test" for r in got["records"]):
-                break
-            time.sleep(0.05)
-        else:
-            self.fail("the decision did not reach the API")
+        got = poll(lambda: c.request("GET", "/v1/decisions?after=%d" % after).json(),
+                   lambda got: any(r.get("host") == "denied-paging.test" for r in got["records"]))
+        self.assertTrue(any(r.get("host") == "denied-paging.test" for r in got["records"]),
+                        "the decision did not reach the API")
 
 
 if __name__ == "__main__":

@@ -12,10 +12,10 @@ import os
 import re
 import signal
 import subprocess
-import time
 
 from tests.integration.harness import base
 from tests.integration.harness.control import ControlConn
+from tests.integration.harness.wait import poll, wait_until
 from tests.integration.test_control import CHOST, ControlCase, control_config
 
 
@@ -35,12 +35,8 @@ class SlowFollower(ControlCase):
         for i in range(60):
             conn, resp = self.tunnel("flood%d.test:443" % i)
             conn.close()
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
-            got = c.request("GET", "/v1/decisions?after=%d&limit=1000" % start).json()
-            if got["next"] >= start + 60:
-                break
-            time.sleep(0.05)
+        got = poll(lambda: c.request("GET", "/v1/decisions?after=%d&limit=1000" % start).json(),
+                   lambda got: got["next"] >= start + 60)
         self.assertEqual(got["lost"], 40, got)
         self.assertEqual(len(got["records"]), 20)
 
@@ -154,20 +150,14 @@ class LogFaultTest(base.TopologyCase):
         self.assertStatus(resp, 200)
         conn.close()
         # 50 denials, the tunnel's decision and its close record: all refused by the disk.
-        deadline = time.monotonic() + 5
-        while self.unwritten(c) < 52 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        lost = self.unwritten(c)
+        lost = poll(lambda: self.unwritten(c), lambda n: n >= 52)
         self.assertEqual(lost, 52, p.diag())
         self.assertIn("No space left on device", p.stderr())
         os.unlink(filler)                 # space returns
         self.deny(p, "after", 20)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            got = [json.loads(line) for line in self.lines(path) if line.startswith(b"{") and line.endswith(b"}")]
-            if sum(1 for r in got if r.get("host", "").startswith("after")) == 20:
-                break
-            time.sleep(0.05)
+        got = poll(lambda: [json.loads(line) for line in self.lines(path)
+                            if line.startswith(b"{") and line.endswith(b"}")],
+                   lambda got: sum(1 for r in got if r.get("host", "").startswith("after")) == 20)
         hosts = [r.get("host", "") for r in got]
         self.assertEqual(sum(1 for h in hosts if h.startswith("after")), 20, p.diag())
         self.assertEqual(self.unwritten(c), lost, "writes still failing after space returned")
@@ -181,20 +171,13 @@ class LogFaultTest(base.TopologyCase):
         path = os.path.join(d, "decisions.ndjson")
         p, c = self.control_proxy(path)
         self.deny(p, "before", 3)
-        deadline = time.monotonic() + 3
-        while len(self.lines(path)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        self.assertTrue(wait_until(lambda: len(self.lines(path)) >= 3), p.diag())
         os.rename(path, path + ".1")      # what logrotate does
         p.proc.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 3
-        while "reopening the decision log" not in p.stderr() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        self.assertTrue(wait_until(lambda: "reopening the decision log" in p.stderr()), p.diag())
         self.deny(p, "after", 2)
-        deadline = time.monotonic() + 3
-        while not os.path.exists(path) or len(self.lines(path)) < 2:
-            if time.monotonic() > deadline:
-                self.fail("no new file after SIGHUP%s" % p.diag())
-            time.sleep(0.05)
+        self.assertTrue(wait_until(lambda: os.path.exists(path) and len(self.lines(path)) >= 2),
+                        "no new file after SIGHUP%s" % p.diag())
         # Two I/O threads: their records may reach the file in either order.
         self.assertEqual(sorted(json.loads(line)["host"] for line in self.lines(path)),
                          ["after0.test", "after1.test"])

@@ -11,6 +11,7 @@ import time
 from tests.integration.harness import base, fake_dns
 from tests.integration.harness.dns_case import ALLOW_DNS, RCODE_NAMES, DnsCase, header, question, reply_head
 from tests.integration.harness.fake_dns import A, FORMERR, NOTIMP, REFUSED, build_query, encode_name
+from tests.integration.harness.wait import LIVENESS_S, poll, wait_until, within
 
 
 class DnsAbuseTest(DnsCase):
@@ -19,37 +20,35 @@ class DnsAbuseTest(DnsCase):
     # ---------------------------------------------------------- rate limit
 
     def test_client_rate_limit(self):
-        qps, burst, n = 20, 20, 200
+        # One token a second: however slowly a busy machine sends the 200 queries, the
+        # bucket refills by a few, so the counts are fixed and the bound on answers is
+        # burst + qps x the seconds the exchange took.
+        qps, burst, n = 1, 20, 200
         p = self.dns_proxy(allow_dns=["allowed.test"], dns_client_qps=qps, dns_client_burst=burst)
         self.assertServing(proxy=p)      # fills the cache: the burst is not held up upstream
-        time.sleep(burst / qps + 0.2)    # the bucket is full again
         s = self.topo.socket(self.topo.px, socket.AF_INET, socket.SOCK_DGRAM)
         self.addCleanup(s.close)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
         dest = (p.dns_host, p.dns_port)
         t0 = time.monotonic()
         sent = 0
-        while sent < n and time.monotonic() - t0 < 3.0:
+        while sent < n:
             try:
                 s.sendto(build_query("allowed.test", A, qid=sent + 1), dest)
                 sent += 1
             except OSError:
                 time.sleep(0.001)
-        rcodes, last = {}, t0
-        deadline = time.monotonic() + 3.0
-        s.settimeout(0.2)
-        while len(rcodes) < sent and time.monotonic() < deadline:
+        rcodes = {}
+        s.settimeout(LIVENESS_S)         # every query is answered, REFUSED or not
+        while len(rcodes) < sent:
             try:
                 msg = s.recv(4096)
             except socket.timeout:
-                if time.monotonic() - last > 1.0:
-                    break
-                continue
-            last = time.monotonic()
+                break
             qid, qr, _, _, rcode = reply_head(msg)
             self.assertTrue(qr)
             rcodes[qid] = rcode
-        elapsed = last - t0
+        elapsed = time.monotonic() - t0
         counts = {RCODE_NAMES.get(c, c): list(rcodes.values()).count(c) for c in set(rcodes.values())}
         ok = counts.get("NOERROR", 0)
         refused = counts.get("REFUSED", 0)
@@ -61,20 +60,25 @@ class DnsAbuseTest(DnsCase):
         limited = p.wait_dns_records(lambda r: r.get("reason") == "rate_limited")
         self.assertTrue(limited, "no rate_limited record%s" % p.diag())
         self.check_record(limited[0], "REFUSED", "udp", "rate_limited")
-        time.sleep(1.5)
-        self.assertServing(proxy=p)
+        # the bucket refills (a token a second): the client is answered again
+        self.assertTrue(wait_until(lambda: self.dig("allowed.test", proxy=p).status == "NOERROR",
+                                   interval=0.2), "still refused after the bucket refilled" + p.diag())
 
     def test_flood_over_the_limit_is_folded_into_summaries(self):
         """100 000 queries from one client over its rate: the log holds a handful of whole
         records and one summary per second, and their counts add up to every query."""
         n = 100_000
-        p = self.dns_proxy(allow_dns=["allowed.test"], dns_client_qps=10, dns_client_burst=10)
+        # No idle deadline within reach: a busy machine may pause the flood for a while.
+        p = self.dns_proxy(allow_dns=["allowed.test"], dns_client_qps=10, dns_client_burst=10,
+                           dns_tcp_idle_ms=int(1000 * LIVENESS_S * 6))
         size_before = os.path.getsize(p.log_path)
-        s = self.tcp_connect(proxy=p, timeout=30)
-        client = "127.0.0.1:%d" % s.getsockname()[1]
+        # Built before connecting: the time it takes would count against dns-tcp-idle-ms.
         wire = b"".join(struct.pack("!H", len(q)) + q
                         for q in (build_query("other.test", A, qid=i & 0xFFFF) for i in range(n)))
+        s = self.tcp_connect(proxy=p, timeout=30)
+        client = "127.0.0.1:%d" % s.getsockname()[1]
         sender = threading.Thread(target=s.sendall, args=(wire,), daemon=True)
+        t0 = time.monotonic()
         sender.start()
         buf, answers, rcodes = b"", 0, {}
         deadline = time.monotonic() + 60
@@ -93,19 +97,15 @@ class DnsAbuseTest(DnsCase):
                 pos += 2 + size
                 answers += 1
             buf = buf[pos:]
+        seconds = time.monotonic() - t0
         sender.join(5)
         self.assertEqual(answers, n, "answers to %d of %d queries%s" % (answers, n, p.diag()))
         self.assertEqual(rcodes, {REFUSED: n}, rcodes)
 
         mine = lambda r: r.get("client") == client
         total = lambda recs: sum(r.get("count", 1) for r in recs)
-        recs = []
-        deadline = time.monotonic() + 5     # summaries are written when their second ends
-        while time.monotonic() < deadline:
-            recs = p.dns_records(mine)
-            if total(recs) >= n:
-                break
-            time.sleep(0.1)
+        # summaries are written when their second ends
+        recs = poll(lambda: p.dns_records(mine), lambda recs: total(recs) >= n, interval=0.1)
         summaries = [r for r in recs if "count" in r]
         self.assertEqual(total(recs), n, "records account for %d of %d queries: %d records, %d "
                          "summaries%s" % (total(recs), n, len(recs), len(summaries), p.diag()))
@@ -115,9 +115,13 @@ class DnsAbuseTest(DnsCase):
             self.assertGreater(r["count"], 0, r)
             self.assertEqual(r["gen"], 1, r)
         self.assertIn("rate_limited", {r["reason"] for r in summaries})
+        # Whole records only for queries within the bucket (burst, then qps a second) and a
+        # summary for each second the flood touched: a bound in the flood's own seconds,
+        # which a busy machine stretches, rather than in bytes for the whole.
+        bound = 10 + (10 + 1) * (int(seconds) + 2)
         grown = os.path.getsize(p.log_path) - size_before
-        self.assertLess(grown, 64 * 1024, "the log grew %d bytes for %d queries (%d records)"
-                        % (grown, n, len(recs)))
+        self.assertLessEqual(len(recs), bound, "%d records (%d bytes) for %d queries in %.1f s"
+                             % (len(recs), grown, n, seconds))
 
     # ---------------------------------------------------------- malformed input
 
@@ -144,7 +148,9 @@ class DnsAbuseTest(DnsCase):
         for label, payload, accept in cases:
             with self.subTest(case=label):
                 expect_reply = None not in accept
-                msg = self.udp_exchange(payload, timeout=2.0 if expect_reply else 0.5)
+                # Where no reply is acceptable a short wait suffices: a busy machine can
+                # only make a late reply go unseen, never fail the case.
+                msg = self.udp_exchange(payload, timeout=LIVENESS_S if expect_reply else 0.5)
                 if msg is None:
                     self.assertIn(None, accept, "no reply to %s%s" % (label, self.diag()))
                 else:
@@ -166,7 +172,7 @@ class DnsAbuseTest(DnsCase):
         # a zero length prefix: no message to answer; the connection is closed
         s = self.tcp_connect()
         s.sendall(b"\x00\x00")
-        took, data = self.wait_eof(s, 3.0)
+        took, data = self.wait_eof(s, LIVENESS_S)
         self.assertIsNotNone(took, "connection left open after a zero-length message%s" % self.diag())
         self.assertServing(tcp=True)
         # a length prefix promising more than is sent, then close
@@ -196,14 +202,15 @@ class DnsAbuseTest(DnsCase):
     def test_tcp_idle_connection_closed(self):
         s = self.tcp_connect()
         t0 = time.monotonic()
-        took, data = self.wait_eof(s, 3.0)
-        self.assertIsNotNone(took, "silent TCP client kept open past 3 s (dns-tcp-idle-ms 1000)%s" % self.diag())
+        took, data = self.wait_eof(s, within(1.0))
+        self.assertIsNotNone(took, "silent TCP client kept open past %g s (dns-tcp-idle-ms 1000)%s"
+                             % (within(1.0), self.diag()))
         self.assertEqual(data, b"")
         self.assertGreater(time.monotonic() - t0, 0.5, "closed long before the idle timeout")
         # a partial length prefix is no activity either
         s = self.tcp_connect()
         s.sendall(b"\x00")
-        took, _ = self.wait_eof(s, 3.0)
+        took, _ = self.wait_eof(s, within(1.0))
         self.assertIsNotNone(took, "half a length prefix kept the connection open%s" % self.diag())
         self.assertServing(tcp=True)
 
@@ -214,17 +221,27 @@ class DnsAbuseTest(DnsCase):
         send one. The difference is the price of the declaration alone, which keeps the
         per-connection cost of the build (sanitizer shadow memory included) out of the figure."""
         n = 300
-        self.assertServing(tcp=True)
+        # An idle deadline no slow machine reaches, so that every client is still held when
+        # the resident set is read, and that only once the proxy has read every byte sent.
+        p = self.dns_proxy(allow_dns=ALLOW_DNS, dns_tcp_idle_ms=120000, dns_max_tcp=4 * n)
+        self.assertServing(proxy=p, tcp=True)
         held = []
 
+        def all_read():
+            # the server's side of every held connection, accepted and drained (Recv-Q 0)
+            r = self.topo.run(self.topo.px, ["ss", "-tnH", "state", "established",
+                                             "sport = :%d" % p.dns_port], timeout=LIVENESS_S)
+            queues = [int(line.split()[0]) for line in r.stdout.decode().splitlines() if line.strip()]
+            return len(queues) >= len(held) and not any(queues)
+
         def hold(prefix):
-            before = self.proxy.rss_kib()
+            before = p.rss_kib()
             for _ in range(n):
-                s = self.tcp_connect()
+                s = self.tcp_connect(proxy=p)
                 s.sendall(prefix + b"\x00")
                 held.append(s)
-            time.sleep(0.3)              # every connection read its byte (dns-tcp-idle-ms: 1000)
-            return self.proxy.rss_kib() - before
+            self.assertTrue(wait_until(all_read), "the proxy did not read every client's byte" + p.diag())
+            return p.rss_kib() - before
 
         try:
             small = hold(b"\x00\x0c")
@@ -235,7 +252,7 @@ class DnsAbuseTest(DnsCase):
         self.assertLess(large - small, n * 64 // 4,
                         "RSS grew %d KiB for %d clients declaring 64 KiB, %d KiB for as many declaring "
                         "12 bytes; each sent one byte" % (large, n, small))
-        self.assertServing(tcp=True)
+        self.assertServing(proxy=p, tcp=True)
 
     def test_tcp_pipelined_queries(self):
         s = self.tcp_connect()

@@ -6,6 +6,7 @@ import time
 
 from tests.integration.harness import base
 from tests.integration.harness.dns_case import ALLOW_DNS, DnsCase
+from tests.integration.harness.wait import within
 
 
 class DnsUpstreamTest(DnsCase):
@@ -19,9 +20,9 @@ class DnsUpstreamTest(DnsCase):
                            dns_timeout_ms=1000)
         for tcp in (False, True):
             with self.subTest(tcp=tcp):
-                r, rec = self.query("allowed.test", "A", status="SERVFAIL", proxy=p, tcp=tcp, timeout=6,
-                                    reason="resolve_failed")
-                self.assertLess(r.elapsed, 5.0, r)
+                # SERVFAIL by dns-timeout-ms with slack: dig gives up then, and fails the test
+                r, rec = self.query("allowed.test", "A", status="SERVFAIL", proxy=p, tcp=tcp,
+                                    timeout=int(within(1.0)), reason="resolve_failed")
                 self.assertEqual(r.answers, [], r)
         self.assertTrue(p.alive())
 

@@ -11,6 +11,7 @@ import time
 from tests.integration.harness import base, netns
 from tests.integration.harness.dns_case import DnsCase
 from tests.integration.harness.fake_dns import build_query, parse_response
+from tests.integration.harness.wait import LIVENESS_S, poll, wait_until, within
 
 RULES = ["allowed.test:443", "allowed.test:80"]
 RESET_MARKER = b"VP-RESET-NOW"     # harness/fake_upstream.py: the echo server resets on it
@@ -38,9 +39,7 @@ class UpstreamResetTest(base.TopologyCase):
         c.send(payload)
         self.assertEqual(c.recv_exact(len(payload)), payload)
         c.send(RESET_MARKER)
-        t0 = time.monotonic()
-        self.assertTrue(c.closed_by_peer(5.0), "the client's side stayed open after the upstream reset")
-        self.assertLess(time.monotonic() - t0, 3.0)
+        self.assertTrue(c.closed_by_peer(LIVENESS_S), "the client's side stayed open after the upstream reset")
         rec = self.close_record(decision[0]["id"])
         self.assertEqual(rec["bytes_down"], len(payload), rec)
         self.assertEqual(rec["bytes_up"], len(payload) + len(RESET_MARKER), rec)
@@ -52,10 +51,10 @@ class UpstreamResetTest(base.TopologyCase):
         c2.close()
 
     def test_reset_in_the_middle_of_a_chunked_response(self):
-        c = self.raw(timeout=5)
+        c = self.raw()
         port = c.sock.getsockname()[1]
         c.send(get("http://allowed.test/raw/reset-chunked", "allowed.test").encode())
-        got = c.read_to_eof(timeout=5.0)
+        got = c.read_to_eof(timeout=LIVENESS_S)
         head, _, body = got.partition(b"\r\n\r\n")
         self.assertTrue(head.startswith(b"HTTP/1.1 200"), got[:200])
         self.assertIn(b"transfer-encoding: chunked", head.lower())
@@ -84,24 +83,24 @@ class UpstreamDnsOutageTest(DnsCase):
         p = self.topo.popen(self.topo.net, [sys.executable, os.path.join(netns.HERE, "fake_dns.py"),
                                             "--listen", netns.DNS_ADDR, "--port", str(self.PORT),
                                             "--stats", stats], log="fake_dns_5300")
-        deadline = time.monotonic() + 10
-        while not os.path.exists(stats):
+
+        def ready():
             self.assertIsNone(p.poll(), self.topo.read_log("fake_dns_5300"))
-            self.assertLess(time.monotonic(), deadline, "fake DNS on port %d not ready" % self.PORT)
-            time.sleep(0.02)
+            return os.path.exists(stats)
+        self.assertTrue(wait_until(ready, interval=0.02), "fake DNS on port %d not ready" % self.PORT)
         return p
 
-    def udp_query(self, p, name, qid):
+    def udp_query(self, p, name, qid, timeout=LIVENESS_S):
         s = self.topo.socket(self.topo.px, socket.AF_INET, socket.SOCK_DGRAM)
-        s.settimeout(6.0)
+        s.settimeout(timeout)
         try:
             s.sendto(build_query(name, 1, qid=qid), (p.dns_host, p.dns_port))
             return parse_response(s.recv(65535))
         finally:
             s.close()
 
-    def rcode_of(self, p, name, qid):
-        return self.udp_query(p, name, qid)["rcode"]
+    def rcode_of(self, p, name, qid, timeout=LIVENESS_S):
+        return self.udp_query(p, name, qid, timeout)["rcode"]
 
     def test_upstream_down_then_back(self):
         # dns-max-pending 4: one query left stuck upstream would show as "overloaded" later
@@ -114,11 +113,11 @@ class UpstreamDnsOutageTest(DnsCase):
             # within its TTL, outage or not
             target = "c%d.wild.test:443" % cycle
             with self.subTest(cycle=cycle, state="down"):
-                # more queries than dns-max-pending, one after another: each fails on its own
-                t0 = time.monotonic()
+                # more queries than dns-max-pending, one after another: each fails on its own,
+                # by dns-timeout-ms with slack (a query left waiting raises socket.timeout)
                 for i in range(8):
-                    self.assertEqual(self.rcode_of(p, "allowed.test", 0x100 * cycle + i), 2)  # SERVFAIL
-                self.assertLess(time.monotonic() - t0, 8 * 2.5, "SERVFAIL took too long")
+                    self.assertEqual(self.rcode_of(p, "allowed.test", 0x100 * cycle + i,
+                                                   timeout=within(0.5)), 2)  # SERVFAIL
                 c, resp = self.tunnel(target, proxy=p)
                 self.assertIn(resp.status, (502, 504), resp)
                 c.close()
@@ -127,20 +126,19 @@ class UpstreamDnsOutageTest(DnsCase):
                                 recs[-8:])
             server = self.start_dns()
             with self.subTest(cycle=cycle, state="back"):
-                # answers again at once: nothing of the outage is left pending or cached
-                t0 = time.monotonic()
-                r = self.udp_query(p, "allowed.test", 0x1000 + cycle)
+                # answered again by the first query: nothing of the outage is left pending or
+                # cached (a leftover would give SERVFAIL, or no answer by the deadline)
+                r = self.udp_query(p, "allowed.test", 0x1000 + cycle, timeout=within(0.5))
                 self.assertEqual(r["rcode"], 0, r)
                 self.assertTrue(r["answers"], r)
-                self.assertLess(time.monotonic() - t0, 2.0)
+
                 # the proxy's own resolver recovers too: an outage failure is not cached
-                deadline = time.monotonic() + 5
-                while True:
+                def connect():
                     c, resp = self.tunnel(target, proxy=p)
-                    if resp.status == 200 or time.monotonic() > deadline:
-                        break
-                    c.close()
-                    time.sleep(0.2)
+                    if resp.status != 200:
+                        c.close()
+                    return c, resp
+                c, resp = poll(connect, lambda got: got[1].status == 200, interval=0.2)
                 self.assertStatus(resp, 200, p)
                 c.send(b"ping")
                 self.assertEqual(c.recv_exact(4), b"ping")

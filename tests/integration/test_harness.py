@@ -8,12 +8,12 @@ import os
 import re
 import socket
 import struct
-import time
 import unittest
 
 from tests.integration.harness import base, fake_dns, netns, tools
 from tests.integration.harness.client import RawConn, bulk_transfer
 from tests.integration.harness.fake_dns import A, AAAA, NOERROR, NXDOMAIN, SERVFAIL
+from tests.integration.harness.wait import LIVENESS_S
 
 
 class HarnessTest(base.TopologyCase):
@@ -137,10 +137,9 @@ class HarnessTest(base.TopologyCase):
     def test_dead_and_blackhole(self):
         r = base.curl(self.topo, ["http://198.51.100.19/"], timeout=3)
         self.assertEqual(r.rc, 7, r)          # connection refused
-        t0 = time.monotonic()
-        r = base.curl(self.topo, ["--connect-timeout", "0.5", "http://198.51.100.250/"], timeout=3)
+        # curl's own connect timeout ends it (rc 28, no ICMP); the overall one is only a bound
+        r = base.curl(self.topo, ["--connect-timeout", "0.5", "http://198.51.100.250/"], timeout=LIVENESS_S)
         self.assertEqual(r.rc, 28, r)         # timed out, no ICMP
-        self.assertLess(time.monotonic() - t0, 2.5)
 
     def test_canaries_log_connections(self):
         before = len(self.topo.canary_hits())

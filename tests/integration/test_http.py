@@ -9,6 +9,7 @@ import time
 
 from tests.integration.harness import base
 from tests.integration.harness.client import Closed
+from tests.integration.harness.wait import LIVENESS_S, poll, within
 
 RULES = ["allowed.test:80", "allowed.test:8080", "nx.test:80", "dead.test:80", "third.test:80"]
 
@@ -129,9 +130,11 @@ class ForwardTest(base.TopologyCase):
             self.assertEqual(interim.status, 100, interim)
         except socket.timeout:
             pass                         # no 100: clients send the body after a pause anyway
-        c.sock.settimeout(5)
+        c.sock.settimeout(LIVENESS_S)
         c.send(body)
         resp = c.read_response("POST")
+        if resp.status == 100:           # the 100 came after the pause: the answer follows
+            resp = c.read_response("POST")
         self.assertStatus(resp, 200)
         self.assertEqual(resp.json()["body_length"], len(body))
 
@@ -305,6 +308,7 @@ class DenyFloodTest(base.TopologyCase):
         sender = threading.Thread(target=c.sock.sendall, args=(request * n,), daemon=True)
         sender.start()
         got, seen = b"", 0
+        t0 = time.monotonic()
         deadline = time.monotonic() + 60
         while seen < n and time.monotonic() < deadline:
             chunk = c.sock.recv(1 << 20)
@@ -312,22 +316,23 @@ class DenyFloodTest(base.TopologyCase):
                 break
             got += chunk
             seen = got.count(b"HTTP/1.1 403 Forbidden\r\n")
+        seconds = time.monotonic() - t0
         sender.join(5)
         self.assertEqual(seen, n, "403s for %d of %d requests%s" % (seen, n, self.diag()))
         mine = lambda r: r.get("client") == client
-        recs = []
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            recs = [r for r in self.proxy.records() if mine(r)]
-            if sum(r.get("count", 1) for r in recs) >= n:
-                break
-            time.sleep(0.1)
+        # summaries are written when their second ends
+        recs = poll(lambda: [r for r in self.proxy.records() if mine(r)],
+                    lambda recs: sum(r.get("count", 1) for r in recs) >= n, interval=0.1)
         whole = [r for r in recs if "count" not in r]
         summaries = [r for r in recs if "count" in r]
         self.assertEqual(sum(r.get("count", 1) for r in recs), n, "%d whole, %d summaries%s"
                          % (len(whole), len(summaries), self.diag()))
         self.assertTrue(summaries)
-        self.assertLess(len(recs), n // 10, "%d records for %d denials" % (len(recs), n))
+        # At most decision-log-per-client whole records and one summary for each second the
+        # flood touched (docs/config.md): a bound in the flood's seconds, which a busy machine
+        # stretches, not a fixed share of the denials.
+        bound = (50 + 1) * (int(seconds) + 2)
+        self.assertLessEqual(len(recs), bound, "%d records for %d denials in %.1f s" % (len(recs), n, seconds))
         for r in recs:
             self.assertEqual((r["verdict"], r["reason"], r["host"], r["status"]),
                              ("deny", "not_allowlisted", "other.test", 403), r)
@@ -339,13 +344,16 @@ class SmugglingTest(base.TopologyCase):
     proxy_config = {"allow_http": RULES}
 
     def refused(self, req, why):
-        c = self.raw(timeout=2.5)
+        # A request left hanging meets header-timeout-ms (408, not 400) or no answer by then
+        # with slack.
+        limit = within(self.proxy.config["header-timeout-ms"] / 1000.0)
+        c = self.raw(timeout=limit)
         try:
             resp = c.request(req, "POST")
         except Closed:
             self.fail("%s: closed without a 400%s" % (why, self.diag()))
         except socket.timeout:
-            self.fail("%s: no answer within 2.5s (request left hanging)%s" % (why, self.diag()))
+            self.fail("%s: no answer within %gs (request left hanging)%s" % (why, limit, self.diag()))
         self.assertEqual(resp.status, 400, "%s: %r%s" % (why, resp, self.diag()))
         return resp
 

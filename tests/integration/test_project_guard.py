@@ -12,6 +12,7 @@ import unittest
 
 from tests.integration.harness import base
 from tests.integration.harness.tools import need
+from tests.integration.harness.wait import wait_until
 
 UID = 4243  # the "agent": no such user is needed, the filter only takes the number
 
@@ -167,10 +168,8 @@ class ProjectGuardTest(unittest.TestCase):
         pids = self.server_pids()
         self.assertEqual(len(pids), 1)
         subprocess.run(["umount", "-l", self.view], check=True)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and os.path.exists("/proc/%d" % pids[0]):
-            time.sleep(0.05)
-        self.assertFalse(os.path.exists("/proc/%d" % pids[0]), "the server outlived its mount")
+        self.assertTrue(wait_until(lambda: not os.path.exists("/proc/%d" % pids[0])),
+                        "the server outlived its mount")
 
 
 if __name__ == "__main__":

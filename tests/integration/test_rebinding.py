@@ -1,9 +1,9 @@
 """Resolved addresses are classified and only checked addresses are dialled;
 rule matching (port globs, wildcards); resolver failure fails closed."""
 
-import time
 
 from tests.integration.harness import base
+from tests.integration.harness.wait import within
 
 REBIND = ["rebind-private.test", "rebind-loopback.test", "rebind-v6.test", "mapped.test",
           "linklocal.test", "rebind-mixed.test", "flip.test", "rebind-cgnat.test", "rebind-zero.test",
@@ -139,15 +139,13 @@ class BlockCidrTest(base.TopologyCase):
 class ResolverDownTest(base.TopologyCase):
     """No answer from upstream DNS: refuse quickly (resolve-timeout-ms 1000)."""
 
-    def check_fails_closed(self, dns, limit, error):
+    def check_fails_closed(self, dns, error):
         p = self.start_proxy(allow_http=["allowed.test:443", "allowed.test:80"], upstream_dns=[dns],
                              resolve_timeout_ms=1000)
-        t0 = time.monotonic()
-        _, resp = self.tunnel("allowed.test:443", proxy=p, timeout=10)
-        took = time.monotonic() - t0
+        # answered by resolve-timeout-ms with slack; no answer by then fails the test
+        _, resp = self.tunnel("allowed.test:443", proxy=p, timeout=within(1.0))
         self.assertIn(resp.status, (502, 403), "%r%s" % (resp, p.diag()))
         self.assertIn("could not resolve", resp.text)
-        self.assertLess(took, limit, "resolve-timeout-ms is 1000")
         self.assertTrue((resp.header("Proxy-Status") or "").startswith(
             "vibepit; error=%s; " % error), resp.headers)
         r = self.curl("http://allowed.test/", proxy=p)
@@ -155,17 +153,15 @@ class ResolverDownTest(base.TopologyCase):
         self.assertTrue(p.alive())
 
     def test_silent_dns(self):
-        self.check_fails_closed("198.51.100.250:53", 3.5, "dns_timeout")  # blackholed
+        self.check_fails_closed("198.51.100.250:53", "dns_timeout")  # blackholed
 
     def test_refusing_dns(self):
-        self.check_fails_closed("198.51.100.19:53", 3.5, "dns_error")  # ICMP port unreachable
+        self.check_fails_closed("198.51.100.19:53", "dns_error")  # ICMP port unreachable
 
     def test_dns_stops_answering_one_name(self):
         p = self.start_proxy(allow_http=["drop.test:443"], resolve_timeout_ms=1000)
-        t0 = time.monotonic()
-        _, resp = self.tunnel("drop.test:443", proxy=p, timeout=10)
+        _, resp = self.tunnel("drop.test:443", proxy=p, timeout=within(1.0))   # resolve-timeout-ms
         self.assertIn(resp.status, (502, 403), "%r%s" % (resp, p.diag()))
-        self.assertLess(time.monotonic() - t0, 3.5)
         self.assertTrue((resp.header("Proxy-Status") or "").startswith(
             "vibepit; error=dns_timeout; "), resp.headers)
 

@@ -8,6 +8,7 @@ import time
 
 from tests.integration.harness import base
 from tests.integration.harness.client import bulk_transfer
+from tests.integration.harness.wait import LIVENESS_S
 
 MIB = 1 << 20
 BIG = int(os.environ.get("VIBEPIT_IT_TUNNEL_MIB", "100")) * MIB
@@ -54,7 +55,7 @@ class TunnelMixin:
         c.send(b"bye")
         self.assertEqual(c.recv_exact(3), b"bye")
         c.sock.shutdown(socket.SHUT_WR)      # echo half-closes back on our EOF
-        self.assertEqual(c.read_to_eof(timeout=5), b"", self.diag())
+        self.assertEqual(c.read_to_eof(timeout=LIVENESS_S), b"", self.diag())
 
     def test_splice_switch_is_wired(self):
         """splice=auto relays through pipes (socket -> pipe -> socket); splice=off never makes one."""

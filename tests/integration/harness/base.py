@@ -8,6 +8,7 @@ from . import netns
 from .client import RawConn, connect_tunnel, curl
 from .proxy import Proxy
 from .tools import MissingTool, need
+from .wait import LIVENESS_S
 
 SKIP = 77                 # ctest SKIP_RETURN_CODE
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -119,12 +120,12 @@ class TopologyCase(unittest.TestCase):
 
     # ---------------------------------------------------------- helpers
 
-    def raw(self, proxy=None, timeout=5.0):
+    def raw(self, proxy=None, timeout=LIVENESS_S):
         c = RawConn(self.topo, (proxy or self.proxy).port, timeout=timeout)
         self.addCleanup(c.close)
         return c
 
-    def tunnel(self, target, proxy=None, timeout=5.0):
+    def tunnel(self, target, proxy=None, timeout=LIVENESS_S):
         try:
             c, resp = connect_tunnel(self.topo, (proxy or self.proxy).port, target, timeout=timeout)
         except TimeoutError:

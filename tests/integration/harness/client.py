@@ -13,6 +13,7 @@ import threading
 import time
 
 from . import fake_upstream
+from .wait import LIVENESS_S
 
 
 class BodyMixin:
@@ -51,7 +52,7 @@ class Closed(Exception):
 class RawConn:
     """One TCP connection from px to the proxy (or anything in px)."""
 
-    def __init__(self, topo, port, host="127.0.0.1", timeout=5.0):
+    def __init__(self, topo, port, host="127.0.0.1", timeout=LIVENESS_S):
         self.sock = topo.connect(topo.px, host, port, timeout=timeout)
         self.buf = b""
 
@@ -165,7 +166,7 @@ class RawConn:
         return False
 
 
-def connect_tunnel(topo, port, target, timeout=5.0, extra_headers=""):
+def connect_tunnel(topo, port, target, timeout=LIVENESS_S, extra_headers=""):
     """CONNECT target through the proxy; returns (RawConn, Response)."""
     c = RawConn(topo, port, timeout=timeout)
     resp = c.request("CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (target, target, extra_headers),

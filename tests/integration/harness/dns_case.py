@@ -10,12 +10,14 @@ import time
 
 from . import base, fake_dns, netns
 from .fake_dns import A, encode_name
+from .wait import LIVENESS_S
 
 RCODE_NAMES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED"}
 REASONS = {"allowlisted", "not_allowlisted", "blocked_address", "resolve_failed", "invalid_target",
            "rate_limited", "overloaded"}
 RECORD_KEYS = ("id", "ts", "src", "event", "client", "qname", "qtype", "rcode", "addrs", "cached",
                "verdict", "reason", "gen", "transport")
+DIG_TIMEOUT = int(LIVENESS_S)   # dig's +time: whole seconds, one try
 DENY_REASONS = {"not_allowlisted", "blocked_address", "rate_limited"}   # always verdict deny
 CLIENT_RE = re.compile(r"^(127\.0\.0\.1|\[::1\]):\d+$")
 
@@ -95,7 +97,7 @@ def free_port(topo, host):
     return netns.in_netns(topo.px, pick)
 
 
-def dig(topo, host, port, name, qtype="A", tcp=False, opts=(), timeout=2, source_port=None):
+def dig(topo, host, port, name, qtype="A", tcp=False, opts=(), timeout=DIG_TIMEOUT, source_port=None):
     """Run dig inside px. UDP answers with TC are shown as they are (+ignore), not retried.
     With source_port, dig sends from host:source_port (-b), which names it in decision records."""
     argv = ["dig", "-r", "@" + host, "-p", str(port), name, qtype, "+tries=1", "+time=%d" % timeout]
@@ -158,7 +160,7 @@ class DnsCase(base.TopologyCase):
 
     # ---------------------------------------------------------- dig with record checks
 
-    def dig(self, name, qtype="A", proxy=None, tcp=False, opts=(), timeout=2, listener=None,
+    def dig(self, name, qtype="A", proxy=None, tcp=False, opts=(), timeout=DIG_TIMEOUT, listener=None,
             source_port=None):
         p = proxy or self.proxy
         host, port = listener or (p.dns_host, p.dns_port)
@@ -166,7 +168,7 @@ class DnsCase(base.TopologyCase):
                    source_port=source_port)
 
     def query(self, name, qtype="A", status="NOERROR", proxy=None, tcp=False, opts=(), reason=None,
-              timeout=2, listener=None):
+              timeout=DIG_TIMEOUT, listener=None):
         """dig a name, check the rcode, then find and check its decision record.
 
         status may be a set of acceptable statuses. Returns (DigResult, record)."""
@@ -181,7 +183,7 @@ class DnsCase(base.TopologyCase):
         self.assertIn(r.status, wanted, "%r%s" % (r, p.diag()))
         # The client port alone is not unique: an earlier raw socket may have had it.
         recs = p.wait_dns_records(lambda rec: rec.get("client") == client and
-                                  record_time(rec) >= sent, timeout=3.0)
+                                  record_time(rec) >= sent)
         self.assertEqual(len(recs), 1, "want one decision record from %s (%s %s): %s%s"
                          % (client, name, qtype, recs, p.diag()))
         match = recs[0]
@@ -226,8 +228,9 @@ class DnsCase(base.TopologyCase):
 
     # ---------------------------------------------------------- raw sockets
 
-    def udp_exchange(self, payload, proxy=None, timeout=1.0):
-        """Send one datagram to the DNS listener; the reply, or None after `timeout`."""
+    def udp_exchange(self, payload, proxy=None, timeout=LIVENESS_S):
+        """Send one datagram to the DNS listener; the reply, or None after `timeout` (pass a
+        short one where no reply is a right answer)."""
         p = proxy or self.proxy
         s = self.topo.socket(self.topo.px, socket.AF_INET, socket.SOCK_DGRAM)
         try:
@@ -240,7 +243,7 @@ class DnsCase(base.TopologyCase):
         finally:
             s.close()
 
-    def tcp_connect(self, proxy=None, timeout=5.0):
+    def tcp_connect(self, proxy=None, timeout=LIVENESS_S):
         p = proxy or self.proxy
         s = self.topo.connect(self.topo.px, p.dns_host, p.dns_port, timeout=timeout)
         self.addCleanup(s.close)
@@ -254,7 +257,7 @@ class DnsCase(base.TopologyCase):
         (n,) = struct.unpack("!H", head)
         return fake_dns.recv_exact(s, n)
 
-    def tcp_exchange(self, payload, proxy=None, timeout=3.0):
+    def tcp_exchange(self, payload, proxy=None, timeout=LIVENESS_S):
         s = self.tcp_connect(proxy, timeout=timeout)
         s.sendall(struct.pack("!H", len(payload)) + payload)
         return self.tcp_read_message(s)

@@ -32,9 +32,9 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 from .tools import need
+from .wait import LIVENESS_S, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PX_V4, NET_V4 = "203.0.113.1", "203.0.113.2"
@@ -218,14 +218,14 @@ class Topology:
         self.popen(self.px, self._upstream_argv(PX_CANARIES, self.canary_log, r,
                                                 http=[80, 8080], echo=[443]), log="canary_px")
         ready.append(r)
-        deadline = time.monotonic() + 15
-        while not all(os.path.exists(p) for p in ready):
+
+        def all_ready():
             for p in self.procs:
                 if p.poll() is not None:
                     raise RuntimeError("fake exited early (%s): %s" % (p.args, self.read_log(p.log_name)))
-            if time.monotonic() > deadline:
-                raise RuntimeError("fakes not ready: %s" % [p for p in ready if not os.path.exists(p)])
-            time.sleep(0.02)
+            return all(os.path.exists(p) for p in ready)
+        if not wait_until(all_ready, timeout=LIVENESS_S + 5, interval=0.02):
+            raise RuntimeError("fakes not ready: %s" % [p for p in ready if not os.path.exists(p)])
 
     @staticmethod
     def _upstream_argv(addrs, log, ready, http=(), echo=(), bulk=()):
@@ -315,16 +315,15 @@ class Topology:
             raise
         return s
 
-    def wait_port(self, ns, host, port, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while True:
+    def wait_port(self, ns, host, port, timeout=LIVENESS_S):
+        def accepts():
             try:
                 self.connect(ns, host, port, timeout=1.0).close()
-                return
+                return True
             except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+                return False
+        if not wait_until(accepts, timeout=timeout):
+            self.connect(ns, host, port, timeout=1.0).close()   # raises the error seen
 
     # ---------------------------------------------------------- observations
 

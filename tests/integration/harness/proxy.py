@@ -6,6 +6,8 @@ import re
 import signal
 import time
 
+from .wait import LIVENESS_S, poll, wait_until, within
+
 LISTEN_RE = re.compile(r"listening proxy (\S+):(\d+)")
 DNS_LISTEN_RE = re.compile(r"listening dns (\S+):(\d+)")
 CONTROL_LISTEN_RE = re.compile(r"listening control (\S+):(\d+)")
@@ -82,35 +84,36 @@ class Proxy:
         self.stderr_file.close()
         return self.proc
 
-    def start(self, timeout=10.0):
+    def start(self, timeout=LIVENESS_S):
         self.spawn(extra_args=self.extra_args)
         want_control = 1 if any(a in ("--session-dir", "--credentials-fd") for a in self.extra_args) else 0
-        deadline = time.monotonic() + timeout
         want = len(self.config.get("proxy-listen") or [None])
         want_dns = len(self.config.get("dns-listen") or [])
-        while True:
+
+        def listening():
             err = self.stderr()
-            found = LISTEN_RE.findall(err)
-            found_dns = DNS_LISTEN_RE.findall(err)
-            found_control = CONTROL_LISTEN_RE.findall(err)
-            if len(found) >= want and len(found_dns) >= want_dns and len(found_control) >= want_control:
-                self.control_listeners = [(h.strip("[]"), int(port)) for h, port in found_control]
-                # every listener as (host without brackets, port); the first one is the default
-                self.listeners = [(h.strip("[]"), int(port)) for h, port in found]
-                self.host, self.port = self.listeners[0]
-                self.dns_listeners = [(h.strip("[]"), int(port)) for h, port in found_dns]
-                if self.dns_listeners:
-                    self.dns_host, self.dns_port = self.dns_listeners[0]
-                return self
+            found = (LISTEN_RE.findall(err), DNS_LISTEN_RE.findall(err), CONTROL_LISTEN_RE.findall(err))
+            if len(found[0]) >= want and len(found[1]) >= want_dns and len(found[2]) >= want_control:
+                return found
             if self.proc.poll() is not None:
                 raise ProxyError("vibepit-proxy exited %s before listening:\n%s"
                                  % (self.proc.returncode, self.stderr()))
-            if time.monotonic() > deadline:
-                self.stop(signal.SIGKILL)
-                raise ProxyError("vibepit-proxy did not report %d 'listening proxy' and %d "
-                                 "'listening dns' lines in %.0fs:\n%s"
-                                 % (want, want_dns, timeout, self.stderr()))
-            time.sleep(0.02)
+            return None
+        found = wait_until(listening, timeout=timeout, interval=0.02)
+        if not found:
+            self.stop(signal.SIGKILL)
+            raise ProxyError("vibepit-proxy did not report %d 'listening proxy' and %d "
+                             "'listening dns' lines in %.0fs:\n%s"
+                             % (want, want_dns, timeout, self.stderr()))
+        found, found_dns, found_control = found
+        self.control_listeners = [(h.strip("[]"), int(port)) for h, port in found_control]
+        # every listener as (host without brackets, port); the first one is the default
+        self.listeners = [(h.strip("[]"), int(port)) for h, port in found]
+        self.host, self.port = self.listeners[0]
+        self.dns_listeners = [(h.strip("[]"), int(port)) for h, port in found_dns]
+        if self.dns_listeners:
+            self.dns_host, self.dns_port = self.dns_listeners[0]
+        return self
 
     def wait_exit(self, timeout):
         """Wait for exit; returns (status, seconds) or (None, seconds)."""
@@ -121,9 +124,18 @@ class Proxy:
             return None, time.monotonic() - t0
         return self.proc.returncode, time.monotonic() - t0
 
-    def stop(self, sig=signal.SIGTERM, timeout=5.0):
+    def exit_deadline_s(self):
+        """How long the proxy may take to exit after SIGTERM: drain-timeout-ms, then "at
+        most about one second" (docs/config.md)."""
+        return self.config.get("drain-timeout-ms", 2000) / 1000.0 + 1.0
+
+    def stop(self, sig=signal.SIGTERM, timeout=None):
+        """Signal the proxy; SIGKILL (a status that fails the caller) if it outlives its
+        exit deadline with slack."""
         if self.proc is None:
             return None
+        if timeout is None:
+            timeout = within(self.exit_deadline_s())
         return self.topo.stop_process(self.proc, sig=sig, timeout=timeout)
 
     def rss_kib(self):
@@ -151,8 +163,7 @@ class Proxy:
         if self.proc is None:
             return None
         was_running = self.alive()
-        timeout = self.config.get("drain-timeout-ms", 2000) / 1000.0 + 5.0
-        status = self.stop(signal.SIGTERM, timeout=timeout)
+        status = self.stop(signal.SIGTERM)
         report = self.sanitizer_report()
         if report:
             return "sanitizer report from %s:\n%s" % (self.name, report)
@@ -223,20 +234,16 @@ class Proxy:
             pass
         return out
 
-    def wait_records(self, pred, count=1, timeout=3.0):
+    def wait_records(self, pred, count=1, timeout=LIVENESS_S):
         """Poll the decision log until `count` records match pred; return them."""
-        deadline = time.monotonic() + timeout
-        while True:
-            found = [r for r in self.records() if pred(r)]
-            if len(found) >= count or time.monotonic() > deadline:
-                return found
-            time.sleep(0.05)
+        return poll(lambda: [r for r in self.records() if pred(r)], lambda found: len(found) >= count,
+                    timeout=timeout)
 
     def dns_records(self, pred=None):
         """Decision-log records of the DNS server (src "dns"), optionally filtered by pred."""
         return [r for r in self.records() if r.get("src") == "dns" and (pred is None or pred(r))]
 
-    def wait_dns_records(self, pred=None, count=1, timeout=3.0):
+    def wait_dns_records(self, pred=None, count=1, timeout=LIVENESS_S):
         """Poll until `count` DNS records match pred; return them."""
         return self.wait_records(lambda r: r.get("src") == "dns" and (pred is None or pred(r)),
                                  count=count, timeout=timeout)
