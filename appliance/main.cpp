@@ -13,6 +13,8 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "vibepit/config/config.hpp"
+#include "vibepit/config/system_resolvers.hpp"
 #include "vibepit/control/plane.hpp"
 #include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/dns/server.hpp"
@@ -20,14 +22,12 @@
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/resolver.hpp"
 #include "vibepit/proxy/server.hpp"
-#include "vibepit/runtime/config.hpp"
-#include "vibepit/runtime/system_resolvers.hpp"
 
 namespace {
 
 // Tunnels hold two sockets (and two pipes while data moves): use the descriptors we are
 // allowed, and say so when even the hard limit is short of what the configuration can need.
-void raise_fd_limit(const vibepit::runtime::Config& cfg) {
+void raise_fd_limit(const vibepit::config::Config& cfg) {
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
   if (rl.rlim_cur < rl.rlim_max) {
@@ -35,16 +35,16 @@ void raise_fd_limit(const vibepit::runtime::Config& cfg) {
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0) getrlimit(RLIMIT_NOFILE, &rl);
   }
   const unsigned threads =
-      cfg.threads ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
-  const auto need = vibepit::runtime::descriptor_budget(cfg, threads);
+      cfg.proxy.threads ? cfg.proxy.threads : std::max(1u, std::thread::hardware_concurrency());
+  const auto need = vibepit::config::descriptor_budget(cfg, threads);
   if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need.total()) {
     spdlog::warn(
         "the open-file limit is {}, but this configuration can need {} descriptors: "
         "max-connections {} x {} = {}, dns-max-tcp {} x {} threads = {}, and {} for the rest. "
         "Raise the limit (ulimit -n, docker run --ulimit nofile=N) or lower max-connections, "
         "dns-max-tcp or threads; past the limit, new clients are refused with 503",
-        static_cast<unsigned long long>(rl.rlim_cur), need.total(), cfg.max_connections,
-        vibepit::runtime::kDescriptorsPerConnection, need.connections, cfg.dns.max_tcp, threads,
+        static_cast<unsigned long long>(rl.rlim_cur), need.total(), cfg.proxy.max_connections,
+        vibepit::config::kDescriptorsPerConnection, need.connections, cfg.dns.max_tcp, threads,
         need.dns_tcp, need.fixed);
   }
 }
@@ -90,16 +90,16 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("vibepit-proxy"));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 
-  vibepit::runtime::Config cfg;
+  vibepit::config::Config cfg;
   std::string upstream_source = "the config";
   try {
-    cfg = vibepit::runtime::load_config(config_path);
-    if (cfg.upstream_dns.empty()) {
-      auto found = vibepit::runtime::system_resolvers();
-      cfg.upstream_dns = std::move(found.servers);
+    cfg = vibepit::config::load_config(config_path);
+    if (cfg.upstream_dns().empty()) {
+      auto found = vibepit::config::system_resolvers();
+      cfg.set_upstream_dns(std::move(found.servers));
       upstream_source = std::move(found.source) + ", as upstream-dns is not set";
     }
-  } catch (const vibepit::runtime::ConfigError& e) {
+  } catch (const vibepit::config::ConfigError& e) {
     std::cerr << "vibepit-proxy: invalid configuration " << config_path << ": " << e.what() << "\n";
     return 2;
   }
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     std::cerr << "vibepit-proxy: --session-dir and --credentials-fd exclude each other\n";
     return 2;
   }
-  const auto upstreams = vibepit::runtime::to_string(cfg.upstream_dns);
+  const auto upstreams = vibepit::config::to_string(cfg.upstream_dns());
   if (check_only) {
     std::cout << "configuration OK; upstream DNS " << upstreams << " (from " << upstream_source
               << ")\n";
@@ -142,15 +142,15 @@ int main(int argc, char** argv) {
     // (stop_control), then the log's writer (~DecisionLog), and only then is the control
     // plane destroyed.
     std::optional<vibepit::control::ControlPlane> control;
-    vibepit::decision_log::DecisionLog log(cfg.decision_log, cfg.decision_ring,
-                                           {cfg.decision_log_max_bytes, cfg.decision_log_keep});
+    vibepit::decision_log::DecisionLog log(cfg.log.path, cfg.log.ring,
+                                           {cfg.log.max_bytes, cfg.log.keep});
     struct StopControl {
       std::optional<vibepit::control::ControlPlane>& plane;
       ~StopControl() {
         if (plane) plane->stop();
       }
     } stop_control{control};
-    vibepit::proxy::ProxyServer server(cfg, store, log);
+    vibepit::proxy::ProxyServer server(cfg.proxy, store, log);
     for (const auto& ep : server.listen()) {
       // Scripts parse this line: "listening proxy ADDR:PORT".
       spdlog::info("listening proxy {}", endpoint_text(ep.address(), ep.port()));
@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
     // The DNS server runs on the proxy's threads; declared after it, so it goes first.
     std::optional<vibepit::dns::DnsServer> dns;
     if (!cfg.dns.listen.empty()) {
-      dns.emplace(cfg, store, server.loops());
+      dns.emplace(cfg.dns, store, server.loops());
       for (const auto& ep : dns->listen()) {
         // "listening dns ADDR:PORT": UDP and TCP share the port.
         spdlog::info("listening dns {}", endpoint_text(ep.address(), ep.port()));
@@ -166,7 +166,9 @@ int main(int argc, char** argv) {
     }
     // The control plane registers its counters with the log, so it comes before log.start().
     if (have_credentials) {
-      control.emplace(cfg, store, log, control_opts);
+      auto control_cfg = cfg.control;
+      control_cfg.listen = vibepit::config::control_listen_or_default(cfg);
+      control.emplace(std::move(control_cfg), store, log, control_opts);
       for (const auto& ep : control->listen()) {
         // "listening control ADDR:PORT" (mutual TLS).
         spdlog::info("listening control {}", endpoint_text(ep.address(), ep.port()));
@@ -185,7 +187,7 @@ int main(int argc, char** argv) {
       spdlog::info("signal {}: reopening the decision log", sig);
       log.reopen();
     }
-    spdlog::info("signal {}: draining (up to {} ms)", sig, cfg.drain_timeout.count());
+    spdlog::info("signal {}: draining (up to {} ms)", sig, cfg.proxy.drain_timeout.count());
     if (dns) dns->stop();
     server.shutdown();
     log.stop();

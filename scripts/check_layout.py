@@ -19,14 +19,16 @@ import tempfile
 ALLOWED = {
     "policy": set(),
     "http": {"policy"},
+    "config": {"policy"},
     "decision_log": {"policy"},
-    "runtime": {"decision_log", "policy"},
-    "proxy": {"runtime", "decision_log", "http", "policy"},
-    "dns": {"runtime", "decision_log", "policy"},
-    "control": {"runtime", "decision_log", "http", "policy"},
-    "appliance": {"proxy", "dns", "control", "runtime", "decision_log", "http", "policy"},
+    "runtime": {"config", "decision_log", "policy"},
+    "proxy": {"runtime", "config", "decision_log", "http", "policy"},
+    "dns": {"runtime", "config", "decision_log", "policy"},
+    "control": {"runtime", "config", "decision_log", "http", "policy"},
+    "appliance": {"proxy", "dns", "control", "runtime", "config", "decision_log", "http",
+                  "policy"},
     "docker": {"http"},
-    "launcher": {"docker", "control", "runtime", "http", "policy"},
+    "launcher": {"docker", "control", "runtime", "config", "http", "policy"},
 }
 FOLDERS = {name: name for name in ALLOWED}
 FOLDERS["docker"] = os.path.join("launcher", "docker")

@@ -32,7 +32,7 @@ void wipe(std::string& secret) {
   secret.clear();
 }
 
-asio::ip::tcp::endpoint to_endpoint(const runtime::Endpoint& e) {
+asio::ip::tcp::endpoint to_endpoint(const config::Endpoint& e) {
   auto text = e.addr.to_string();
   return {asio::ip::make_address(text), e.port};
 }
@@ -161,12 +161,12 @@ PeerCredentials read_server_credentials(int fd) {
   return out;
 }
 
-ControlPlane::ControlPlane(const runtime::Config& cfg, policy::SnapshotStore& store,
+ControlPlane::ControlPlane(config::ControlConfig cfg, policy::SnapshotStore& store,
                            decision_log::DecisionLog& log, PlaneOptions opts)
-    : cfg_(cfg),
+    : cfg_(std::move(cfg)),
       opts_(std::move(opts)),
       feed_(std::make_unique<Feed>(log)),
-      stats_(cfg.control.stats_hosts),
+      stats_(cfg_.stats_hosts),
       metrics_(std::make_unique<Metrics>(stats_, log)),
       rules_(store) {
   log.set_observer([this](const decision_log::DecisionRecord& r) { stats_.observe(r); });
@@ -176,8 +176,8 @@ ControlPlane::ControlPlane(const runtime::Config& cfg, policy::SnapshotStore& st
         opts_.session_dir.empty() ? new_session_id() : opts_.session_dir.filename().string();
   }
   ApiLimits limits;
-  limits.max_body = cfg.control.max_body;
-  limits.max_entries = cfg.control.max_entries;
+  limits.max_body = cfg_.max_body;
+  limits.max_entries = cfg_.max_entries;
   api_ = std::make_unique<ControlApi>(rules_, store, *feed_, *metrics_, limits);
 }
 
@@ -187,14 +187,14 @@ ControlPlane::~ControlPlane() {
 
 std::vector<asio::ip::tcp::endpoint> ControlPlane::listen() {
   ServerOptions so;
-  for (const auto& e : runtime::control_listen_or_default(cfg_)) {
+  for (const auto& e : cfg_.listen) {
     so.listen.push_back(to_endpoint(e));
   }
-  so.max_clients = cfg_.control.max_clients;
-  so.rate = cfg_.control.rate;
-  so.burst = cfg_.control.burst;
-  so.timeout = cfg_.control.timeout;
-  so.idle = cfg_.control.idle;
+  so.max_clients = cfg_.max_clients;
+  so.rate = cfg_.rate;
+  so.burst = cfg_.burst;
+  so.timeout = cfg_.timeout;
+  so.idle = cfg_.idle;
 
   PeerCredentials server;
   if (opts_.credentials_fd >= 0) {
@@ -202,7 +202,7 @@ std::vector<asio::ip::tcp::endpoint> ControlPlane::listen() {
   } else if (!opts_.session_dir.empty()) {
     CredentialOptions co;
     co.session_id = session_id_;
-    co.lifetime = std::chrono::hours(cfg_.control.cert_lifetime_hours);
+    co.lifetime = std::chrono::hours(cfg_.cert_lifetime_hours);
     for (const auto& ep : so.listen) {
       if (!ep.address().is_unspecified()) co.server_ips.push_back(ep.address().to_string());
     }

@@ -50,7 +50,7 @@ class DnsWorker::TcpConn : public std::enable_shared_from_this<TcpConn> {
 
  private:
   void arm_timer() {
-    timer_.expires_after(w_.cfg_.dns.tcp_idle);
+    timer_.expires_after(w_.cfg_.tcp_idle);
     timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
       if (!ec) self->close();
     });
@@ -138,8 +138,9 @@ class DnsWorker::TcpConn : public std::enable_shared_from_this<TcpConn> {
   bool closed_ = false;
 };
 
-DnsWorker::DnsWorker(asio::io_context& io, const runtime::Config& cfg, policy::SnapshotStore& store,
-                     decision_log::DecisionLog::Producer& log, SharedCache& cache)
+DnsWorker::DnsWorker(asio::io_context& io, const config::DnsConfig& cfg,
+                     policy::SnapshotStore& store, decision_log::DecisionLog::Producer& log,
+                     SharedCache& cache)
     : io_(io), cfg_(cfg), handler_(io, cfg, store, log, cache, *this) {}
 
 DnsWorker::~DnsWorker() {
@@ -298,7 +299,7 @@ void DnsWorker::accept_tcp(std::size_t index) {
 }
 
 void DnsWorker::take_tcp(tcp::socket s) {
-  if (conns_.size() >= cfg_.dns.max_tcp) {
+  if (conns_.size() >= cfg_.max_tcp) {
     asio::error_code ignored;
     s.close(ignored);  // over dns-max-tcp: the client may retry or use UDP
     return;

@@ -20,16 +20,16 @@
 
 #include "query_handler.hpp"
 #include "shared_cache.hpp"
+#include "vibepit/config/config.hpp"
 #include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/runtime/accept_loop.hpp"
-#include "vibepit/runtime/config.hpp"
 
 namespace vibepit::dns {
 
 class DnsWorker final : public Replier, public std::enable_shared_from_this<DnsWorker> {
  public:
-  DnsWorker(asio::io_context& io, const runtime::Config& cfg, policy::SnapshotStore& store,
+  DnsWorker(asio::io_context& io, const config::DnsConfig& cfg, policy::SnapshotStore& store,
             decision_log::DecisionLog::Producer& log, SharedCache& cache);
   ~DnsWorker();
 
@@ -57,7 +57,7 @@ class DnsWorker final : public Replier, public std::enable_shared_from_this<DnsW
   void take_tcp(asio::ip::tcp::socket s);
 
   asio::io_context& io_;
-  const runtime::Config& cfg_;
+  const config::DnsConfig& cfg_;
   std::vector<asio::ip::udp::socket> udp_;
   std::vector<asio::ip::tcp::socket> tcp_;  // listening (runtime::listen_tcp)
   runtime::SpareDescriptor spare_;          // one client refused (closed) when out of descriptors

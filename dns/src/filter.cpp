@@ -1,7 +1,7 @@
 // The DNS side of policy: which queries go upstream, and which answers may reach the client.
 #include "vibepit/dns/filter.hpp"
 
-#include "vibepit/runtime/config.hpp"
+#include "vibepit/config/config.hpp"
 
 namespace vibepit::dns {
 
@@ -10,7 +10,7 @@ constexpr std::uint16_t kIxfr = 251, kMailb = 253, kMaila = 254;
 }  // namespace
 
 QtypeSet::QtypeSet() {
-  for (std::uint16_t t : runtime::DnsConfig{}.qtypes) bits_.set(t);
+  for (std::uint16_t t : config::DnsConfig{}.qtypes) bits_.set(t);
 }
 
 QueryVerdict check_query(const Query& q, const policy::Snapshot& snap, const QtypeSet& types) {

@@ -49,26 +49,25 @@ struct QueryHandler::Forward {
   ReplyTo to;
 };
 
-QueryHandler::QueryHandler(asio::io_context& io, const runtime::Config& cfg,
+QueryHandler::QueryHandler(asio::io_context& io, const config::DnsConfig& cfg,
                            policy::SnapshotStore& store, decision_log::DecisionLog::Producer& log,
                            SharedCache& cache, Replier& replier)
     : cfg_(cfg),
       store_(store),
       cache_(cache),
       replier_(replier),
-      limiter_(cfg.dns.client_qps, cfg.dns.client_burst),
-      log_(io, log, cfg.decision_log_per_client),
-      tcp_upstream_(io, cfg.upstream_dns,
-                    runtime::AresOptions{.timeout = cfg.dns.timeout,
+      limiter_(cfg.client_qps, cfg.client_burst),
+      log_(io, log, cfg.log_per_client),
+      tcp_upstream_(io, cfg.upstream,
+                    runtime::AresOptions{.timeout = cfg.timeout,
                                          .tcp = true,
                                          .ignore_truncation = false,
                                          .any_rcode = true,
-                                         .edns_payload = cfg.dns.udp_payload}),
-      udp_forward_(
-          io, cfg.upstream_dns,
-          UdpUpstream::Options{.timeout = cfg.dns.timeout, .max_pending = cfg.dns.max_pending},
-          &QueryHandler::on_udp_upstream) {
-  for (auto t : cfg.dns.qtypes) qtypes_.add(t);
+                                         .edns_payload = cfg.udp_payload}),
+      udp_forward_(io, cfg.upstream,
+                   UdpUpstream::Options{.timeout = cfg.timeout, .max_pending = cfg.max_pending},
+                   &QueryHandler::on_udp_upstream) {
+  for (auto t : cfg.qtypes) qtypes_.add(t);
   spare_forwards_.reserve(kSpareForwards);
 }
 
@@ -115,12 +114,12 @@ void QueryHandler::emit(decision_log::DecisionRecord& rec, Rcode rc) {
 }
 
 std::size_t QueryHandler::reply_limit(const Query& q, Transport t) const {
-  return t == Transport::tcp ? 65'535 : udp_reply_limit(q, cfg_.dns.udp_payload);
+  return t == Transport::tcp ? 65'535 : udp_reply_limit(q, cfg_.udp_payload);
 }
 
 void QueryHandler::reply_error(std::span<const std::uint8_t> pkt, const Query& q, Rcode rc,
                                decision_log::DecisionRecord& rec, const ReplyTo& to) {
-  auto n = build_error(pkt, q, rc, cfg_.dns.udp_payload, wbuf_);
+  auto n = build_error(pkt, q, rc, cfg_.udp_payload, wbuf_);
   emit(rec, rc);
   if (n) replier_.deliver(to, std::span<const std::uint8_t>(wbuf_.data(), n));
 }
@@ -151,7 +150,7 @@ bool QueryHandler::handle(std::span<const std::uint8_t> pkt, const asio::ip::add
     reply_error(pkt, q, err == WireError::bad_opcode ? Rcode::notimp : Rcode::formerr, rec, to);
     return true;
   }
-  if (q.qname.len > cfg_.dns.max_qname || longest_label(q.qname.view()) > cfg_.dns.max_label) {
+  if (q.qname.len > cfg_.max_qname || longest_label(q.qname.view()) > cfg_.max_label) {
     rec.reason = policy::Reason::invalid_target;
     rec.detail.set_literal("name longer than dns-max-qname or a label longer than dns-max-label");
     reply_error(pkt, q, deny_rcode(), rec, to);
@@ -174,7 +173,7 @@ bool QueryHandler::handle(std::span<const std::uint8_t> pkt, const asio::ip::add
       return true;
     case QueryAction::any_hinfo: {
       rec.verdict = policy::Verdict::allow;
-      auto n = build_any_hinfo(pkt, q, 3600, cfg_.dns.udp_payload, wbuf_);
+      auto n = build_any_hinfo(pkt, q, 3600, cfg_.udp_payload, wbuf_);
       emit(rec, Rcode::noerror);
       if (n) replier_.deliver(to, std::span<const std::uint8_t>(wbuf_.data(), n));
       return true;
@@ -182,7 +181,7 @@ bool QueryHandler::handle(std::span<const std::uint8_t> pkt, const asio::ip::add
     case QueryAction::forward:
       break;
   }
-  auto hit = cache_.lookup(pkt, q, now, reply_limit(q, t), cfg_.dns.udp_payload, wbuf_, hit_addrs_);
+  auto hit = cache_.lookup(pkt, q, now, reply_limit(q, t), cfg_.udp_payload, wbuf_, hit_addrs_);
   if (hit.size) {
     rec.cached = true;
     rec.addrs.assign(hit_addrs_.begin(), hit_addrs_.end());  // into a reused buffer
@@ -199,7 +198,7 @@ bool QueryHandler::handle(std::span<const std::uint8_t> pkt, const asio::ip::add
     replier_.deliver(to, std::span<const std::uint8_t>(wbuf_.data(), hit.size));
     return true;
   }
-  if (pending_ >= cfg_.dns.max_pending) {
+  if (pending_ >= cfg_.max_pending) {
     rec.reason = policy::Reason::overloaded;
     rec.detail.set_literal("dns-max-pending upstream queries in flight");
     reply_error(pkt, q, Rcode::servfail, rec, to);
@@ -211,7 +210,7 @@ bool QueryHandler::handle(std::span<const std::uint8_t> pkt, const asio::ip::add
 
 void QueryHandler::forward(std::span<const std::uint8_t> pkt, const Query& q,
                            decision_log::DecisionRecord rec, ReplyTo to) {
-  auto n = build_upstream_query(pkt, q, cfg_.dns.udp_payload, qbuf_);
+  auto n = build_upstream_query(pkt, q, cfg_.udp_payload, qbuf_);
   if (n == 0) {
     rec.reason = policy::Reason::invalid_target;
     rec.detail.set_literal("query too large to forward");
@@ -323,7 +322,7 @@ void QueryHandler::finish_forward(Forward& f, const char* failure,
   }
   cache_.insert(f.q, answer, info, clock::now());
   auto n = build_reply_from_upstream(answer, info, f.pkt, f.q, reply_limit(f.q, f.to.transport),
-                                     cfg_.dns.udp_payload, wbuf_);
+                                     cfg_.udp_payload, wbuf_);
   if (n == 0) {
     rec.reason = policy::Reason::resolve_failed;
     rec.detail.set_literal("upstream answer too large");

@@ -19,13 +19,13 @@
 
 #include "shared_cache.hpp"
 #include "udp_upstream.hpp"
+#include "vibepit/config/config.hpp"
 #include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/decision_log/folding_log.hpp"
 #include "vibepit/dns/filter.hpp"
 #include "vibepit/dns/wire.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/runtime/ares_channel.hpp"
-#include "vibepit/runtime/config.hpp"
 #include "vibepit/runtime/token_bucket.hpp"
 
 namespace vibepit::dns {
@@ -69,7 +69,7 @@ class RateLimiter {
 
 class QueryHandler {
  public:
-  QueryHandler(asio::io_context& io, const runtime::Config& cfg, policy::SnapshotStore& store,
+  QueryHandler(asio::io_context& io, const config::DnsConfig& cfg, policy::SnapshotStore& store,
                decision_log::DecisionLog::Producer& log, SharedCache& cache, Replier& replier);
   ~QueryHandler();
   QueryHandler(const QueryHandler&) = delete;
@@ -109,13 +109,13 @@ class QueryHandler {
   // Writes `rec`, or folds it (FoldingLog): over-limit queries always, other denials past
   // decision-log-per-client.
   void emit(decision_log::DecisionRecord& rec, Rcode rc);
-  Rcode deny_rcode() const { return cfg_.dns.deny_nxdomain ? Rcode::nxdomain : Rcode::refused; }
+  Rcode deny_rcode() const { return cfg_.deny_nxdomain ? Rcode::nxdomain : Rcode::refused; }
   std::size_t reply_limit(const Query& q, Transport t) const;
   // A Forward for a query going upstream: one that an answered query left, or a new one.
   std::unique_ptr<Forward> take_forward();
   void give_back(std::unique_ptr<Forward> f);
 
-  const runtime::Config& cfg_;
+  const config::DnsConfig& cfg_;
   policy::SnapshotStore& store_;
   SharedCache& cache_;
   Replier& replier_;

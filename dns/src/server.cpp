@@ -7,14 +7,14 @@
 
 namespace vibepit::dns {
 
-DnsServer::DnsServer(const runtime::Config& cfg, policy::SnapshotStore& store,
+DnsServer::DnsServer(const config::DnsConfig& cfg, policy::SnapshotStore& store,
                      std::span<const runtime::Loop> loops)
     : cfg_(cfg),
       cache_(std::make_unique<SharedCache>(
-          CacheLimits{.entries = cfg.dns.cache_entries,
-                      .min_ttl = cfg.dns.cache_min_ttl,
-                      .max_ttl = cfg.dns.cache_max_ttl,
-                      .max_negative_ttl = cfg.dns.cache_max_negative_ttl})) {
+          CacheLimits{.entries = cfg.cache_entries,
+                      .min_ttl = cfg.cache_min_ttl,
+                      .max_ttl = cfg.cache_max_ttl,
+                      .max_negative_ttl = cfg.cache_max_negative_ttl})) {
   for (const auto& loop : loops) {
     workers_.push_back(std::make_shared<DnsWorker>(*loop.io, cfg, store, *loop.log, *cache_));
   }
@@ -24,7 +24,7 @@ DnsServer::~DnsServer() = default;
 
 std::vector<asio::ip::udp::endpoint> DnsServer::listen() {
   std::vector<asio::ip::udp::endpoint> bound;
-  for (const auto& ep : cfg_.dns.listen) {
+  for (const auto& ep : cfg_.listen) {
     auto want =
         asio::ip::udp::endpoint(runtime::to_tcp_endpoint(ep.addr, ep.port).address(), ep.port);
     for (auto& w : workers_) {

@@ -57,7 +57,7 @@ struct UdpUpstream::Batch {
   std::array<mmsghdr, kBatch> msgs{};
 };
 
-UdpUpstream::UdpUpstream(asio::io_context& io, const std::vector<runtime::Endpoint>& servers,
+UdpUpstream::UdpUpstream(asio::io_context& io, const std::vector<config::Endpoint>& servers,
                          Options opts, Done done)
     : io_(io),
       servers_(servers.size()),

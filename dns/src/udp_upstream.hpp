@@ -40,7 +40,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "ring_queue.hpp"
-#include "vibepit/runtime/config.hpp"
+#include "vibepit/config/config.hpp"
 
 namespace vibepit::dns {
 
@@ -63,7 +63,7 @@ class UdpUpstream {
   };
 
   // Throws std::system_error when a socket cannot be made.
-  UdpUpstream(asio::io_context& io, const std::vector<runtime::Endpoint>& servers, Options opts,
+  UdpUpstream(asio::io_context& io, const std::vector<config::Endpoint>& servers, Options opts,
               Done done);
   // Queries still pending complete with `stopped`.
   ~UdpUpstream();

@@ -9,12 +9,12 @@
 #include <ctime>
 #include <thread>
 
+#include "vibepit/config/system_resolvers.hpp"
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/launcher/image_commands.hpp"
 #include "vibepit/launcher/project_guard.hpp"
 #include "vibepit/launcher/run_command.hpp"
 #include "vibepit/policy/classify.hpp"
-#include "vibepit/runtime/system_resolvers.hpp"
 
 namespace vibepit::launcher {
 namespace fs = std::filesystem;
@@ -97,7 +97,7 @@ void apply_test_settings(SandboxSettings& s) {
 }
 
 std::vector<std::string> host_resolvers(const Report& report) {
-  auto found = runtime::system_resolvers();
+  auto found = config::system_resolvers();
   std::vector<std::string> out;
   for (const auto& ep : found.servers) {
     if (policy::classify_always_blocked(ep.addr).kind == "loopback")
@@ -107,7 +107,7 @@ std::vector<std::string> host_resolvers(const Report& report) {
     out.push_back(ep.to_string());
   }
   if (report)
-    report("using upstream DNS " + runtime::to_string(found.servers) + " (from " + found.source +
+    report("using upstream DNS " + config::to_string(found.servers) + " (from " + found.source +
            ")");
   return out;
 }

@@ -16,7 +16,7 @@ struct Resolver::Query {
   std::string name;
 };
 
-Resolver::Resolver(asio::io_context& io, const std::vector<runtime::Endpoint>& servers,
+Resolver::Resolver(asio::io_context& io, const std::vector<config::Endpoint>& servers,
                    std::chrono::milliseconds timeout, CacheLimits limits)
     : io_(io),
       limits_(limits),

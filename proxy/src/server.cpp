@@ -13,7 +13,7 @@ namespace vibepit::proxy {
 
 using asio::ip::tcp;
 
-ProxyServer::ProxyServer(const runtime::Config& cfg, policy::SnapshotStore& store,
+ProxyServer::ProxyServer(const config::ProxyConfig& cfg, policy::SnapshotStore& store,
                          decision_log::DecisionLog& log)
     : cfg_(cfg) {
   unsigned n = cfg.threads ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -31,7 +31,7 @@ ProxyServer::~ProxyServer() {
 
 std::vector<tcp::endpoint> ProxyServer::listen() {
   std::vector<tcp::endpoint> bound;
-  for (const auto& ep : cfg_.proxy_listen) {
+  for (const auto& ep : cfg_.listen) {
     auto want = runtime::to_tcp_endpoint(ep.addr, ep.port);
     // Port 0: the first worker picks the port and the others join it.
     for (auto& w : workers_) want = w->listen(want);

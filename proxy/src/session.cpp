@@ -73,7 +73,7 @@ bool Session::draining() const {
   return w_.draining();
 }
 
-const runtime::Config& Session::cfg() const {
+const config::ProxyConfig& Session::cfg() const {
   return w_.cfg();
 }
 

@@ -37,7 +37,7 @@ asio::awaitable<void> tunnel(Session& s, const http::Authority& target,
     if (!ec) {
       s.touch();
       co_await relay(
-          s.client(), s.upstream(), s.cfg().splice == runtime::SpliceMode::automatic,
+          s.client(), s.upstream(), s.cfg().splice == config::SpliceMode::automatic,
           [&s] { s.touch(); }, stats);
     }
   }

@@ -33,14 +33,14 @@ void refuse_now(tcp::socket& s, int status, std::string_view why) {
 
 }  // namespace
 
-Worker::Worker(const runtime::Config& cfg, policy::SnapshotStore& store,
+Worker::Worker(const config::ProxyConfig& cfg, policy::SnapshotStore& store,
                decision_log::DecisionLog::Producer& producer, std::atomic<std::size_t>& active)
     : cfg_(cfg),
       store_(store),
       producer_(producer),
       active_(active),
       resolver_(io_, cfg.upstream_dns, cfg.resolve_timeout),
-      log_(io_, producer, cfg.decision_log_per_client) {
+      log_(io_, producer, cfg.log_per_client) {
   lookup_ = [this](std::string host) {
     return resolver_.async_resolve(std::move(host), asio::use_awaitable);
   };

@@ -25,7 +25,8 @@ void resolver_library_init() {
   if (rc != ARES_SUCCESS) throw std::runtime_error(std::string("c-ares: ") + ares_strerror(rc));
 }
 
-AresChannel::AresChannel(asio::io_context& io, const std::vector<Endpoint>& servers, AresOptions o)
+AresChannel::AresChannel(asio::io_context& io, const std::vector<config::Endpoint>& servers,
+                         AresOptions o)
     : io_(io), timer_(io) {
   ares_options opts{};
   int mask = 0;

@@ -119,10 +119,11 @@ class DnsAllocation : public ::testing::Test {
   // per-client rate limit (1 000 queries/s, a burst of 2 000) is on, as in production.
   void start(std::uint32_t per_client) {
     g_allocations = 0;  // counted per test
-    cfg = runtime::parse_config(
-        R"({"proxy-listen": ["127.0.0.1:0"], "upstream-dns": ["127.0.0.1:)" +
-        std::to_string(upstream.port()) + R"("], "decision-log-per-client": )" +
-        std::to_string(per_client) + "}");
+    cfg = config::parse_config(R"({"proxy-listen": ["127.0.0.1:0"], "upstream-dns": ["127.0.0.1:)" +
+                               std::to_string(upstream.port()) +
+                               R"("], "decision-log-per-client": )" + std::to_string(per_client) +
+                               "}")
+              .dns;
     policy::RuleSet r;
     r.allow_dns = {"*.cached.test", "*.miss.test"};
     store.publish(std::get<0>(policy::compile_mutable(r)));
@@ -183,7 +184,7 @@ class DnsAllocation : public ::testing::Test {
 
   FakeUpstream upstream;
   asio::io_context io;
-  runtime::Config cfg;
+  config::DnsConfig cfg;
   policy::SnapshotStore store{nullptr};
   decision_log::DecisionLog log{"", 1 << 12};
   decision_log::DecisionLog::Producer& producer = log.make_producer();

@@ -15,11 +15,11 @@ using test::addr_rdata;
 using test::Bytes;
 using test::QuerySpec;
 
-runtime::Config config() {
-  auto cfg = runtime::parse_config(R"({"proxy-listen": ["127.0.0.1:0"],
+config::DnsConfig config() {
+  auto cfg = config::parse_config(R"({"proxy-listen": ["127.0.0.1:0"],
                                      "upstream-dns": ["127.0.0.1:9"],
                                      "dns-client-qps": 5, "dns-client-burst": 3})");
-  return cfg;
+  return cfg.dns;
 }
 
 std::shared_ptr<policy::Snapshot> rules(std::vector<std::string> allow_dns,
@@ -42,7 +42,7 @@ struct Recorder final : Replier {
 
 struct Fixture : ::testing::Test {
   asio::io_context io;
-  runtime::Config cfg = config();
+  config::DnsConfig cfg = config();
   policy::SnapshotStore store{rules({"www.example.com"})};
   decision_log::DecisionLog log{"", 100};
   decision_log::DecisionLog::Producer& producer = log.make_producer();

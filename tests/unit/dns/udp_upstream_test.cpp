@@ -76,8 +76,8 @@ struct FakeServer {
   std::uint16_t id(std::size_t i) const {
     return static_cast<std::uint16_t>(got.at(i)[0] << 8 | got.at(i)[1]);
   }
-  runtime::Endpoint endpoint() const {
-    runtime::Endpoint e;
+  config::Endpoint endpoint() const {
+    config::Endpoint e;
     e.addr.bytes = {127, 0, 0, 1};
     e.port = sock.local_endpoint().port();
     return e;
@@ -235,7 +235,7 @@ TEST(UdpUpstream, NoAnswerEndsAsATimeoutWhenTheBudgetRunsOut) {
 
 TEST(UdpUpstream, ARefusingServerEndsTheQueryAtOnce) {
   asio::io_context io;
-  runtime::Endpoint closed;
+  config::Endpoint closed;
   {
     FakeServer gone(io);  // its port is closed when it goes: loopback answers ICMP unreachable
     closed = gone.endpoint();
@@ -251,7 +251,7 @@ TEST(UdpUpstream, ARefusingServerEndsTheQueryAtOnce) {
 
 TEST(UdpUpstream, AnErrorReportedWhileSendingEndsEveryTryOnceEach) {
   asio::io_context io;
-  runtime::Endpoint closed;
+  config::Endpoint closed;
   {
     FakeServer gone(io);
     closed = gone.endpoint();

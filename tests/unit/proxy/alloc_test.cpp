@@ -78,8 +78,8 @@ bool read_until(int fd, std::string& buf, std::string_view end, std::size_t size
 class AllocationTest : public ::testing::Test {
  protected:
   AllocationTest() {
-    cfg.upstream_dns = {runtime::Endpoint{*policy::IpAddr::parse("127.0.0.1"), 9}};  // faked
-    cfg.splice = runtime::SpliceMode::off;
+    cfg.upstream_dns = {config::Endpoint{*policy::IpAddr::parse("127.0.0.1"), 9}};  // faked
+    cfg.splice = config::SpliceMode::off;
     policy::RuleSet r;
     r.allow_http = {"registry.packages.example.test:8080"};
     store.publish(std::const_pointer_cast<policy::Snapshot>(
@@ -134,7 +134,7 @@ class AllocationTest : public ::testing::Test {
     if (upstream_fd >= 0) ::close(upstream_fd);
   }
 
-  runtime::Config cfg;
+  config::ProxyConfig cfg;
   policy::SnapshotStore store{nullptr};
   decision_log::DecisionLog log{"", 1 << 12};
   decision_log::DecisionLog::Producer& producer = log.make_producer();

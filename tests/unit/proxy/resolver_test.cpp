@@ -97,7 +97,7 @@ ResolveResult resolve(std::uint16_t port, const std::string& name,
                       std::chrono::milliseconds timeout = std::chrono::milliseconds(900)) {
   runtime::resolver_library_init();
   asio::io_context io;
-  runtime::Endpoint server{*policy::IpAddr::parse("127.0.0.1"), port};
+  config::Endpoint server{*policy::IpAddr::parse("127.0.0.1"), port};
   Resolver r(io, {server}, timeout);
   ResolveResult out;
   bool done = false;
@@ -160,7 +160,7 @@ class SharedResolver {
  public:
   explicit SharedResolver(std::uint16_t port)
       : resolver_((runtime::resolver_library_init(), io_),
-                  {runtime::Endpoint{*policy::IpAddr::parse("127.0.0.1"), port}},
+                  {config::Endpoint{*policy::IpAddr::parse("127.0.0.1"), port}},
                   std::chrono::milliseconds(900)) {}
 
   // Start `n` lookups of `name` at once and wait for all of them.

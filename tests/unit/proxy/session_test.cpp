@@ -45,8 +45,8 @@ IpAddr ip(std::string_view text) {
 class SessionTest : public ::testing::Test {
  protected:
   SessionTest() {
-    cfg.upstream_dns = {runtime::Endpoint{ip("127.0.0.1"), 9}};  // never asked: lookup is faked
-    cfg.splice = runtime::SpliceMode::off;
+    cfg.upstream_dns = {config::Endpoint{ip("127.0.0.1"), 9}};  // never asked: lookup is faked
+    cfg.splice = config::SpliceMode::off;
     log.set_observer([this](const decision_log::DecisionRecord& r) {
       std::lock_guard lock(mu);
       records_.push_back(r);
@@ -155,7 +155,7 @@ class SessionTest : public ::testing::Test {
     return records_;
   }
 
-  runtime::Config cfg;
+  config::ProxyConfig cfg;
   policy::SnapshotStore store{nullptr};
   decision_log::DecisionLog log{"", 1024};
   decision_log::DecisionLog::Producer& producer = log.make_producer();

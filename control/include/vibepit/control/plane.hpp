@@ -10,6 +10,7 @@
 
 #include <asio/ip/tcp.hpp>
 
+#include "vibepit/config/config.hpp"
 #include "vibepit/control/api.hpp"
 #include "vibepit/control/credentials.hpp"
 #include "vibepit/control/rule_updater.hpp"
@@ -17,7 +18,6 @@
 #include "vibepit/control/stats.hpp"
 #include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/policy/snapshot.hpp"
-#include "vibepit/runtime/config.hpp"
 
 namespace vibepit::control {
 
@@ -33,7 +33,8 @@ PeerCredentials read_server_credentials(int fd);
 class ControlPlane {
  public:
   // Registers the counters with `log`, so it must come before log.start().
-  ControlPlane(const runtime::Config& cfg, policy::SnapshotStore& store,
+  // cfg.listen: where to listen, resolved (config::control_listen_or_default).
+  ControlPlane(config::ControlConfig cfg, policy::SnapshotStore& store,
                decision_log::DecisionLog& log, PlaneOptions opts);
   ~ControlPlane();
 
@@ -50,7 +51,7 @@ class ControlPlane {
  private:
   class Feed;
   class Metrics;
-  const runtime::Config& cfg_;
+  config::ControlConfig cfg_;
   PlaneOptions opts_;
   std::string session_id_;
   std::optional<SessionCredentials> generated_;  // standalone mode: the client's half to write

@@ -15,7 +15,7 @@ namespace vibepit::dns {
 // The query types an allowed name may ask for (config key dns-qtypes).
 class QtypeSet {
  public:
-  QtypeSet();  // the default of dns-qtypes (runtime::DnsConfig)
+  QtypeSet();  // the default of dns-qtypes (config::DnsConfig)
   static QtypeSet none() { return QtypeSet(Empty{}); }
   void add(std::uint16_t t) { bits_.set(t); }
   bool contains(std::uint16_t t) const { return bits_.test(t); }

@@ -15,8 +15,8 @@
 
 #include <asio/ip/udp.hpp>
 
+#include "vibepit/config/config.hpp"
 #include "vibepit/policy/snapshot.hpp"
-#include "vibepit/runtime/config.hpp"
 #include "vibepit/runtime/loop.hpp"
 
 namespace vibepit::dns {
@@ -27,7 +27,7 @@ class SharedCache;
 class DnsServer {
  public:
   // One worker on each loop (the proxy server's I/O threads); call before they start.
-  DnsServer(const runtime::Config& cfg, policy::SnapshotStore& store,
+  DnsServer(const config::DnsConfig& cfg, policy::SnapshotStore& store,
             std::span<const runtime::Loop> loops);
   ~DnsServer();
   DnsServer(const DnsServer&) = delete;
@@ -42,7 +42,7 @@ class DnsServer {
   void stop();
 
  private:
-  const runtime::Config& cfg_;
+  const config::DnsConfig& cfg_;
   std::unique_ptr<SharedCache> cache_;  // declared first: the workers use it
   std::vector<std::shared_ptr<DnsWorker>> workers_;
 };

@@ -29,9 +29,9 @@
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "vibepit/config/config.hpp"
 #include "vibepit/policy/ip.hpp"
 #include "vibepit/runtime/ares_channel.hpp"
-#include "vibepit/runtime/config.hpp"
 
 struct ares_addrinfo;
 
@@ -55,7 +55,7 @@ struct ResolverCacheLimits {
 class Resolver {
  public:
   using CacheLimits = ResolverCacheLimits;
-  Resolver(asio::io_context& io, const std::vector<runtime::Endpoint>& servers,
+  Resolver(asio::io_context& io, const std::vector<config::Endpoint>& servers,
            std::chrono::milliseconds timeout, CacheLimits limits = {});
   ~Resolver();
   Resolver(const Resolver&) = delete;

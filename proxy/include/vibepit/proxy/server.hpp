@@ -11,17 +11,17 @@
 
 #include <asio/ip/tcp.hpp>
 
+#include "vibepit/config/config.hpp"
 #include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/worker.hpp"
-#include "vibepit/runtime/config.hpp"
 #include "vibepit/runtime/loop.hpp"
 
 namespace vibepit::proxy {
 
 class ProxyServer {
  public:
-  ProxyServer(const runtime::Config& cfg, policy::SnapshotStore& store,
+  ProxyServer(const config::ProxyConfig& cfg, policy::SnapshotStore& store,
               decision_log::DecisionLog& log);
   ~ProxyServer();
 
@@ -40,7 +40,7 @@ class ProxyServer {
   std::vector<runtime::Loop> loops() const;
 
  private:
-  const runtime::Config& cfg_;
+  const config::ProxyConfig& cfg_;
   std::atomic<std::size_t> active_{0};
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::thread> threads_;

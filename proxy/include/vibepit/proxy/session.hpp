@@ -15,6 +15,7 @@
 #include <asio/ip/tcp.hpp>
 #include <asio/steady_timer.hpp>
 
+#include "vibepit/config/config.hpp"
 #include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/http/authority.hpp"
 #include "vibepit/http/head.hpp"
@@ -23,7 +24,6 @@
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/spares.hpp"
 #include "vibepit/proxy/upstream.hpp"
-#include "vibepit/runtime/config.hpp"
 
 namespace vibepit::proxy {
 
@@ -74,7 +74,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void close_all();
   bool closed() const { return closed_; }
   bool draining() const;
-  const runtime::Config& cfg() const;
+  const config::ProxyConfig& cfg() const;
   // The worker's buffers a request borrows and gives back (spares.hpp).
   Spares<std::vector<http::Header>>& header_spares();
   Spares<std::string>& text_spares();

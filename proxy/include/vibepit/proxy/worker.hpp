@@ -15,6 +15,7 @@
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 
+#include "vibepit/config/config.hpp"
 #include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/decision_log/folding_log.hpp"
 #include "vibepit/http/head.hpp"
@@ -24,7 +25,6 @@
 #include "vibepit/proxy/resolver.hpp"
 #include "vibepit/proxy/spares.hpp"
 #include "vibepit/runtime/accept_loop.hpp"
-#include "vibepit/runtime/config.hpp"
 #include "vibepit/runtime/loop.hpp"
 
 namespace vibepit::proxy {
@@ -42,7 +42,7 @@ using ConnectFn = std::function<asio::awaitable<asio::error_code>(asio::ip::tcp:
 class Worker {
  public:
   // `active`: connections open across all workers, shared by them.
-  Worker(const runtime::Config& cfg, policy::SnapshotStore& store,
+  Worker(const config::ProxyConfig& cfg, policy::SnapshotStore& store,
          decision_log::DecisionLog::Producer& producer, std::atomic<std::size_t>& active);
   ~Worker();
   Worker(const Worker&) = delete;
@@ -74,7 +74,7 @@ class Worker {
   // ---- What a Session uses.
 
   asio::io_context& io() { return io_; }
-  const runtime::Config& cfg() const { return cfg_; }
+  const config::ProxyConfig& cfg() const { return cfg_; }
   std::shared_ptr<const policy::Snapshot> snapshot() const { return store_.current(); }
   decision_log::FoldingLog& log() { return log_; }
   bool draining() const { return draining_; }
@@ -114,7 +114,7 @@ class Worker {
   // operation, where it took one or two for each wait and completion (12 lock and unlock
   // pairs a tunnel); posting and registration keep theirs.
   asio::io_context io_{ASIO_CONCURRENCY_HINT_UNSAFE_IO};
-  const runtime::Config& cfg_;
+  const config::ProxyConfig& cfg_;
   policy::SnapshotStore& store_;
   decision_log::DecisionLog::Producer& producer_;
   std::atomic<std::size_t>& active_;

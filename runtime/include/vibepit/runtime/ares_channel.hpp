@@ -14,7 +14,7 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 
-#include "vibepit/runtime/config.hpp"
+#include "vibepit/config/config.hpp"
 
 struct ares_channeldata;
 
@@ -33,7 +33,7 @@ struct AresOptions {
 class AresChannel {
  public:
   // Throws std::runtime_error when c-ares refuses the options or the servers.
-  AresChannel(asio::io_context& io, const std::vector<Endpoint>& servers, AresOptions opts);
+  AresChannel(asio::io_context& io, const std::vector<config::Endpoint>& servers, AresOptions opts);
   ~AresChannel();  // pending queries complete with ARES_EDESTRUCTION
   AresChannel(const AresChannel&) = delete;
   AresChannel& operator=(const AresChannel&) = delete;

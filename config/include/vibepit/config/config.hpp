@@ -1,5 +1,8 @@
 #pragma once
-// vibepit-proxy configuration: a JSON file, validated completely before anything starts.
+// vibepit-proxy configuration: a JSON file, validated completely before anything starts. Each
+// server takes its own part (ProxyConfig, DnsConfig, ControlConfig, LogConfig), not the
+// whole; what concerns several (listeners that must not overlap, the descriptor budget)
+// takes the whole Config.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -7,12 +10,13 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "vibepit/policy/ip.hpp"
 #include "vibepit/policy/snapshot.hpp"
 
-namespace vibepit::runtime {
+namespace vibepit::config {
 
 struct Endpoint {
   policy::IpAddr addr;
@@ -32,7 +36,8 @@ enum class SpliceMode { off, automatic };
 // The DNS server's settings (keys dns-*). The server runs only when `listen` is not empty.
 struct DnsConfig {
   std::vector<Endpoint> listen;
-  bool deny_nxdomain = false;  // dns-deny-rcode: REFUSED (default) or NXDOMAIN
+  std::vector<Endpoint> upstream;  // where misses are forwarded (Config::set_upstream_dns)
+  bool deny_nxdomain = false;      // dns-deny-rcode: REFUSED (default) or NXDOMAIN
   // dns-qtypes: what an allowlisted name may ask for. The default, the one list of it:
   // A, AAAA, CNAME, HTTPS, SVCB, MX, TXT, SRV, NS, SOA, PTR.
   std::vector<std::uint16_t> qtypes = {1, 28, 5, 65, 64, 15, 16, 33, 2, 6, 12};
@@ -49,6 +54,7 @@ struct DnsConfig {
   std::size_t max_tcp = 1'000;
   std::size_t max_qname = 253;  // text length of a query name; longer ones are refused
   std::size_t max_label = 63;
+  std::uint32_t log_per_client = 100;  // as ProxyConfig::log_per_client
 };
 
 // The control API's settings (keys control-*). It runs when `listen` is not empty, or when
@@ -66,12 +72,11 @@ struct ControlConfig {
   std::size_t stats_hosts = 1'000;  // distinct host names counted one by one in /v1/stats
 };
 
-struct Config {
-  std::vector<Endpoint> proxy_listen;
-  std::vector<Endpoint> upstream_dns;  // empty after parsing: use the machine's resolvers
-  policy::RuleSet rules;
-  std::string decision_log = "-";  // path, or "-" for stdout
-  unsigned threads = 0;            // 0 = one per core
+// The HTTP proxy's settings: its listeners, I/O threads, deadlines and bounds.
+struct ProxyConfig {
+  std::vector<Endpoint> listen;        // proxy-listen
+  std::vector<Endpoint> upstream_dns;  // the resolver's servers (see Config::set_upstream_dns)
+  unsigned threads = 0;                // 0 = one per core; the DNS server runs on them too
   SpliceMode splice = SpliceMode::automatic;
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds connect_timeout{5'000};
@@ -81,15 +86,38 @@ struct Config {
   std::size_t max_request_head = 16 * 1024;
   std::size_t max_response_head = 64 * 1024;
   std::size_t max_connections = 10'000;
-  std::size_t decision_ring = 10'000;
   // Deny records written whole per client per second; the rest are folded into one summary
-  // record per client per second (RecordFolder). 0: deny records are never folded.
-  std::uint32_t decision_log_per_client = 100;
-  // The decision-log file is rotated past this size (0: never), keeping this many old files.
-  std::uint64_t decision_log_max_bytes = 100ull << 20;
-  unsigned decision_log_keep = 3;
+  // record per client per second (RecordFolder). 0: deny records are never folded. The
+  // one key decision-log-per-client sets it here and in DnsConfig: each server folds the
+  // records of its own threads.
+  std::uint32_t log_per_client = 100;
+};
+
+// The decision log's settings (keys decision-*).
+struct LogConfig {
+  std::string path = "-";  // decision-log: a file, or "-" for stdout
+  std::size_t ring = 10'000;
+  // The file is rotated past this size (0: never), keeping this many old files.
+  std::uint64_t max_bytes = 100ull << 20;
+  unsigned keep = 3;
+};
+
+struct Config {
+  ProxyConfig proxy;
   DnsConfig dns;
   ControlConfig control;
+  LogConfig log;
+  policy::RuleSet rules;
+
+  // upstream-dns, or the machine's resolvers when it is absent: the proxy's resolver and the
+  // DNS server's forwarder both use them.
+  const std::vector<Endpoint>& upstream_dns() const { return proxy.upstream_dns; }
+  void set_upstream_dns(std::vector<Endpoint> servers) {
+    dns.upstream = servers;
+    proxy.upstream_dns = std::move(servers);
+  }
+  // decision-log-per-client, for both servers.
+  void set_log_per_client(std::uint32_t n) { proxy.log_per_client = dns.log_per_client = n; }
 };
 
 // Where the control API listens: control-listen, or else the first of 127.0.0.1:0,
@@ -124,4 +152,4 @@ class ConfigError : public std::runtime_error {
 Config parse_config(std::string_view json_text);
 Config load_config(const std::string& path);
 
-}  // namespace vibepit::runtime
+}  // namespace vibepit::config

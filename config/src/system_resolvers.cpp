@@ -1,8 +1,8 @@
-#include "vibepit/runtime/system_resolvers.hpp"
+#include "vibepit/config/system_resolvers.hpp"
 
 #include <fstream>
 
-namespace vibepit::runtime {
+namespace vibepit::config {
 namespace {
 
 constexpr std::size_t kMaxFileBytes = 64 * 1024;  // resolv.conf is a few lines
@@ -79,4 +79,4 @@ SystemResolvers system_resolvers(const ResolverFiles& files) {
   return {std::move(named), files.resolv_conf};
 }
 
-}  // namespace vibepit::runtime
+}  // namespace vibepit::config

@@ -1,8 +1,8 @@
-#include "vibepit/runtime/config.hpp"
+#include "vibepit/config/config.hpp"
 
 #include <gtest/gtest.h>
 
-namespace vibepit::runtime {
+namespace vibepit::config {
 namespace {
 
 constexpr const char* kMinimal =
@@ -10,13 +10,13 @@ constexpr const char* kMinimal =
 
 TEST(Config, MinimalConfigGetsDefaults) {
   auto cfg = parse_config(kMinimal);
-  ASSERT_EQ(cfg.proxy_listen.size(), 1u);
-  EXPECT_EQ(cfg.proxy_listen[0].to_string(), "127.0.0.1:0");
-  ASSERT_EQ(cfg.upstream_dns.size(), 1u);
-  EXPECT_EQ(cfg.upstream_dns[0].to_string(), "203.0.113.2:53");  // default DNS port
-  EXPECT_EQ(cfg.max_request_head, 16u * 1024);
-  EXPECT_EQ(cfg.header_timeout, std::chrono::seconds(10));
-  EXPECT_EQ(cfg.splice, SpliceMode::automatic);
+  ASSERT_EQ(cfg.proxy.listen.size(), 1u);
+  EXPECT_EQ(cfg.proxy.listen[0].to_string(), "127.0.0.1:0");
+  ASSERT_EQ(cfg.upstream_dns().size(), 1u);
+  EXPECT_EQ(cfg.upstream_dns()[0].to_string(), "203.0.113.2:53");  // default DNS port
+  EXPECT_EQ(cfg.proxy.max_request_head, 16u * 1024);
+  EXPECT_EQ(cfg.proxy.header_timeout, std::chrono::seconds(10));
+  EXPECT_EQ(cfg.proxy.splice, SpliceMode::automatic);
   EXPECT_TRUE(cfg.rules.allow_http.empty());  // default deny
   EXPECT_EQ(cfg.rules.mode, policy::Mode::enforce);
 }
@@ -38,14 +38,36 @@ TEST(Config, FullConfig) {
     "header-timeout-ms": 500, "connect-timeout-ms": 600, "idle-timeout-ms": 700,
     "resolve-timeout-ms": 800, "drain-timeout-ms": 900, "max-request-head": 2048,
     "max-response-head": 4096, "max-connections": 50, "decision-ring": 10})");
-  EXPECT_EQ(cfg.proxy_listen[1].to_string(), "[::1]:3129");
-  EXPECT_EQ(cfg.upstream_dns[0].port, 5353);
+  EXPECT_EQ(cfg.proxy.listen[1].to_string(), "[::1]:3129");
+  EXPECT_EQ(cfg.upstream_dns()[0].port, 5353);
   EXPECT_EQ(cfg.rules.allow_http.size(), 2u);
   EXPECT_EQ(cfg.rules.block_cidr[0], "198.51.100.0/24");
-  EXPECT_EQ(cfg.threads, 3u);
-  EXPECT_EQ(cfg.splice, SpliceMode::off);
-  EXPECT_EQ(cfg.connect_timeout.count(), 600);
-  EXPECT_EQ(cfg.max_connections, 50u);
+  EXPECT_EQ(cfg.proxy.threads, 3u);
+  EXPECT_EQ(cfg.proxy.splice, SpliceMode::off);
+  EXPECT_EQ(cfg.proxy.connect_timeout.count(), 600);
+  EXPECT_EQ(cfg.proxy.max_connections, 50u);
+  EXPECT_EQ(cfg.log.path, "/tmp/x.ndjson");
+  EXPECT_EQ(cfg.log.ring, 10u);
+}
+
+// A key that concerns several servers reaches each one's part: upstream-dns the proxy's
+// resolver and the DNS forwarder, decision-log-per-client both servers' folding.
+TEST(Config, SharedKeysReachEveryPart) {
+  auto cfg = parse_config(R"({"proxy-listen": ["127.0.0.1:0"],
+    "upstream-dns": ["203.0.113.2:5353", "[2001:db8::53]:53"],
+    "decision-log-per-client": 7})");
+  ASSERT_EQ(cfg.proxy.upstream_dns.size(), 2u);
+  ASSERT_EQ(cfg.dns.upstream.size(), 2u);
+  EXPECT_EQ(cfg.dns.upstream[1].to_string(), "[2001:db8::53]:53");
+  EXPECT_EQ(cfg.proxy.log_per_client, 7u);
+  EXPECT_EQ(cfg.dns.log_per_client, 7u);
+  // Absent upstream-dns: both empty, for main() to fill with the machine's resolvers.
+  auto bare = parse_config(R"({"proxy-listen": ["127.0.0.1:0"]})");
+  EXPECT_TRUE(bare.proxy.upstream_dns.empty());
+  EXPECT_TRUE(bare.dns.upstream.empty());
+  bare.set_upstream_dns({parse_endpoint("192.0.2.53:53")});
+  EXPECT_EQ(bare.dns.upstream.size(), 1u);
+  EXPECT_EQ(bare.proxy.upstream_dns.size(), 1u);
 }
 
 TEST(Config, DnsKeys) {
@@ -178,8 +200,8 @@ TEST(Config, EndpointParsing) {
 TEST(Config, EveryListenKeyTakesOneStringOrAList) {
   auto cfg = parse_config(R"({"proxy-listen": "127.0.0.1:3128", "dns-listen": "127.0.0.1:53",
                               "control-listen": "10.1.1.1:8443"})");
-  ASSERT_EQ(cfg.proxy_listen.size(), 1u);
-  EXPECT_EQ(cfg.proxy_listen[0].to_string(), "127.0.0.1:3128");
+  ASSERT_EQ(cfg.proxy.listen.size(), 1u);
+  EXPECT_EQ(cfg.proxy.listen[0].to_string(), "127.0.0.1:3128");
   ASSERT_EQ(cfg.dns.listen.size(), 1u);
   EXPECT_EQ(cfg.dns.listen[0].to_string(), "127.0.0.1:53");
   ASSERT_EQ(cfg.control.listen.size(), 1u);
@@ -208,9 +230,9 @@ TEST(Config, MissingFileIsAConfigError) {
 }
 
 }  // namespace
-}  // namespace vibepit::runtime
+}  // namespace vibepit::config
 
-namespace vibepit::runtime {
+namespace vibepit::config {
 namespace {
 
 TEST(DescriptorBudget, CountsWhatEachKeyCanHoldOpen) {
@@ -228,4 +250,4 @@ TEST(DescriptorBudget, CountsWhatEachKeyCanHoldOpen) {
 }
 
 }  // namespace
-}  // namespace vibepit::runtime
+}  // namespace vibepit::config

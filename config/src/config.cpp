@@ -1,4 +1,4 @@
-#include "vibepit/runtime/config.hpp"
+#include "vibepit/config/config.hpp"
 #include "vibepit/policy/dns_types.hpp"
 #include "vibepit/policy/ip.hpp"
 
@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace vibepit::runtime {
+namespace vibepit::config {
 namespace {
 
 using json = nlohmann::json;
@@ -72,7 +72,7 @@ struct Listener {
 // listens on `a`, or on every address of its family.
 std::optional<Listener> served_by_listeners(const Config& cfg, const policy::IpAddr& a) {
   for (const auto& [key, list] :
-       {std::pair{"proxy-listen", &cfg.proxy_listen}, std::pair{"dns-listen", &cfg.dns.listen}}) {
+       {std::pair{"proxy-listen", &cfg.proxy.listen}, std::pair{"dns-listen", &cfg.dns.listen}}) {
     for (const auto& e : *list) {
       if (e.addr == a || (is_unspecified(e.addr) && e.addr.v6 == a.v6)) return Listener{key, e};
     }
@@ -269,10 +269,10 @@ Config parse_config(std::string_view json_text) {
   bool have_listen = false;
   for (const auto& [key, v] : root.items()) {
     if (key == "proxy-listen") {
-      cfg.proxy_listen = endpoint_list(v, key, 0);
+      cfg.proxy.listen = endpoint_list(v, key, 0);
       have_listen = true;
     } else if (key == "upstream-dns") {
-      cfg.upstream_dns = endpoint_list(v, key, 53);
+      cfg.set_upstream_dns(endpoint_list(v, key, 53));
     } else if (key == "allow-http") {
       cfg.rules.allow_http = string_list(v, key);
     } else if (key == "allow-dns") {
@@ -287,45 +287,44 @@ Config parse_config(std::string_view json_text) {
       if (!v.is_string() || v.get<std::string>().empty()) {
         throw ConfigError(key, "must be a file path or \"-\" for standard output");
       }
-      cfg.decision_log = v.get<std::string>();
+      cfg.log.path = v.get<std::string>();
     } else if (key == "threads") {
-      cfg.threads = static_cast<unsigned>(bounded_number(v, key, 0, 256));
+      cfg.proxy.threads = static_cast<unsigned>(bounded_number(v, key, 0, 256));
     } else if (key == "splice") {
       if (v == "auto") {
-        cfg.splice = SpliceMode::automatic;
+        cfg.proxy.splice = SpliceMode::automatic;
       } else if (v == "off") {
-        cfg.splice = SpliceMode::off;
+        cfg.proxy.splice = SpliceMode::off;
       } else {
         throw ConfigError(key, "must be \"auto\" or \"off\", got " + v.dump());
       }
     } else if (key == "header-timeout-ms") {
-      cfg.header_timeout = duration_ms(v, key);
+      cfg.proxy.header_timeout = duration_ms(v, key);
     } else if (key == "connect-timeout-ms") {
-      cfg.connect_timeout = duration_ms(v, key);
+      cfg.proxy.connect_timeout = duration_ms(v, key);
     } else if (key == "idle-timeout-ms") {
-      cfg.idle_timeout = duration_ms(v, key);
+      cfg.proxy.idle_timeout = duration_ms(v, key);
     } else if (key == "resolve-timeout-ms") {
-      cfg.resolve_timeout = duration_ms(v, key);
+      cfg.proxy.resolve_timeout = duration_ms(v, key);
     } else if (key == "drain-timeout-ms") {
-      cfg.drain_timeout = duration_ms(v, key);
+      cfg.proxy.drain_timeout = duration_ms(v, key);
     } else if (key == "max-request-head") {
-      cfg.max_request_head = bounded_number(v, key, 1024, 1 << 20);
+      cfg.proxy.max_request_head = bounded_number(v, key, 1024, 1 << 20);
     } else if (key == "max-response-head") {
-      cfg.max_response_head = bounded_number(v, key, 1024, 1 << 20);
+      cfg.proxy.max_response_head = bounded_number(v, key, 1024, 1 << 20);
     } else if (key == "max-connections") {
-      cfg.max_connections = bounded_number(v, key, 1, 1'000'000);
+      cfg.proxy.max_connections = bounded_number(v, key, 1, 1'000'000);
     } else if (key == "decision-ring") {
-      cfg.decision_ring = bounded_number(v, key, 1, 10'000'000);
+      cfg.log.ring = bounded_number(v, key, 1, 10'000'000);
     } else if (key == "decision-log-per-client") {
-      cfg.decision_log_per_client =
-          static_cast<std::uint32_t>(bounded_number(v, key, 0, 1'000'000));
+      cfg.set_log_per_client(static_cast<std::uint32_t>(bounded_number(v, key, 0, 1'000'000)));
     } else if (key == "decision-log-max-bytes") {
-      cfg.decision_log_max_bytes = bounded_number(v, key, 0, std::uint64_t{1} << 50);
-      if (cfg.decision_log_max_bytes != 0 && cfg.decision_log_max_bytes < 65'536) {
+      cfg.log.max_bytes = bounded_number(v, key, 0, std::uint64_t{1} << 50);
+      if (cfg.log.max_bytes != 0 && cfg.log.max_bytes < 65'536) {
         throw ConfigError(key, "must be 0 (no cap) or at least 65536 bytes");
       }
     } else if (key == "decision-log-keep") {
-      cfg.decision_log_keep = static_cast<unsigned>(bounded_number(v, key, 1, 100));
+      cfg.log.keep = static_cast<unsigned>(bounded_number(v, key, 1, 100));
     } else if (parse_dns_key(key, v, cfg.dns) || parse_control_key(key, v, cfg.control)) {
       // handled
     } else {
@@ -364,11 +363,11 @@ std::vector<Endpoint> control_listen_or_default(const Config& cfg) {
 
 DescriptorBudget descriptor_budget(const Config& cfg, unsigned threads) {
   DescriptorBudget b;
-  b.connections = kDescriptorsPerConnection * cfg.max_connections;
+  b.connections = kDescriptorsPerConnection * cfg.proxy.max_connections;
   if (!cfg.dns.listen.empty()) b.dns_tcp = std::uint64_t{threads} * cfg.dns.max_tcp;
   // Per thread: epoll, its eventfd and timerfd, a spare, the c-ares sockets, a listener per
   // address (proxy, DNS UDP and TCP). Once: the log, the control API, stdio.
-  const std::uint64_t listeners = cfg.proxy_listen.size() + 2 * cfg.dns.listen.size();
+  const std::uint64_t listeners = cfg.proxy.listen.size() + 2 * cfg.dns.listen.size();
   b.fixed = 64 + std::uint64_t{threads} * (16 + listeners);
   return b;
 }
@@ -381,4 +380,4 @@ Config load_config(const std::string& path) {
   return parse_config(text.str());
 }
 
-}  // namespace vibepit::runtime
+}  // namespace vibepit::config

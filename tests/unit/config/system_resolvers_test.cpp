@@ -1,4 +1,4 @@
-#include "vibepit/runtime/system_resolvers.hpp"
+#include "vibepit/config/system_resolvers.hpp"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-namespace vibepit::runtime {
+namespace vibepit::config {
 namespace {
 
 std::string addresses(const std::vector<Endpoint>& eps) {
@@ -115,4 +115,4 @@ TEST_F(SystemResolversTest, NoServerIsAClearConfigError) {
 }
 
 }  // namespace
-}  // namespace vibepit::runtime
+}  // namespace vibepit::config

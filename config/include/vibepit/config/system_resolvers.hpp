@@ -5,9 +5,9 @@
 #include <string_view>
 #include <vector>
 
-#include "vibepit/runtime/config.hpp"
+#include "vibepit/config/config.hpp"
 
-namespace vibepit::runtime {
+namespace vibepit::config {
 
 // The usable `nameserver` lines of a resolv.conf text, in order, on port 53. Lines that do
 // not parse, and scoped IPv6 addresses (fe80::1%eth0), are skipped. Never throws.
@@ -29,4 +29,4 @@ struct SystemResolvers {
 // Reads the files. Throws ConfigError("upstream-dns", ...) when no server is named.
 SystemResolvers system_resolvers(const ResolverFiles& files = {});
 
-}  // namespace vibepit::runtime
+}  // namespace vibepit::config
