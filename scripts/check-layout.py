@@ -15,7 +15,7 @@ import sys
 import tempfile
 
 # library -> the libraries whose headers it may include (itself always). Folders: the
-# library's name, except docker, which lives in launcher/docker/.
+# library's name.
 ALLOWED = {
     "policy": set(),
     "http": {"policy"},
@@ -28,7 +28,6 @@ ALLOWED = {
     "launcher": {"docker", "control", "runtime", "http", "policy"},
 }
 FOLDERS = {name: name for name in ALLOWED}
-FOLDERS["docker"] = os.path.join("launcher", "docker")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"vibepit/([a-z_]+)/', re.M)
 SOURCES = (".cpp", ".hpp", ".h", ".cc")
 
