@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "vibepit/launcher/ci_report.hpp"
+#include "vibepit/launcher/ci/ci_report.hpp"
 
 namespace vibepit::launcher {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "vibepit/launcher/ci_stream.hpp"
+#include "vibepit/launcher/ci/ci_stream.hpp"
 
 namespace vibepit::launcher {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "vibepit/launcher/git_shield.hpp"
+#include "vibepit/launcher/guard/git_shield.hpp"
 
 namespace vibepit::launcher {
 namespace {

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "vibepit/launcher/project_guard.hpp"
+#include "vibepit/launcher/guard/project_guard.hpp"
 
 namespace vibepit::launcher {
 namespace {

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "vibepit/launcher/images.hpp"
+#include "vibepit/launcher/host/embedded_files.hpp"
+#include "vibepit/launcher/host/sha256.hpp"
+#include "vibepit/launcher/images/images.hpp"
 
 using namespace vibepit::launcher;
 namespace fs = std::filesystem;

@@ -1,8 +1,8 @@
 // Rule learning: one row per job, the destinations it used and the rules proposed.
 #include <gtest/gtest.h>
 
-#include "vibepit/launcher/learn.hpp"
-#include "vibepit/launcher/network_file.hpp"
+#include "vibepit/launcher/ci/learn.hpp"
+#include "vibepit/launcher/rules/network_file.hpp"
 #include "vibepit/policy/decision.hpp"
 #include "vibepit/policy/snapshot.hpp"
 

@@ -1,4 +1,4 @@
-#include "vibepit/launcher/network_file.hpp"
+#include "vibepit/launcher/rules/network_file.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "vibepit/launcher/project.hpp"
-#include "vibepit/launcher/run_command.hpp"
+#include "vibepit/launcher/host/project.hpp"
+#include "vibepit/launcher/session/session_start.hpp"
 
 using namespace vibepit::launcher;
 namespace fs = std::filesystem;

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "vibepit/launcher/images.hpp"
-#include "vibepit/launcher/session_rules.hpp"
+#include "vibepit/launcher/host/embedded_files.hpp"
+#include "vibepit/launcher/rules/session_rules.hpp"
 
 using namespace vibepit::launcher;
 namespace fs = std::filesystem;

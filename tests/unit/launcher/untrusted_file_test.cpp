@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "vibepit/launcher/untrusted_file.hpp"
+#include "vibepit/launcher/host/untrusted_file.hpp"
 
 namespace vibepit::launcher {
 namespace {
