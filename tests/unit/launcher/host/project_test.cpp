@@ -1,12 +1,11 @@
 // Session set-up decisions made before Docker is asked anything: which directory is the
-// project, which subnet a session network gets, and memory sizes.
+// project, and which subnet a session network gets.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 
 #include "vibepit/launcher/host/project.hpp"
-#include "vibepit/launcher/session/session_start.hpp"
 
 using namespace vibepit::launcher;
 namespace fs = std::filesystem;
@@ -66,14 +65,4 @@ TEST(SubnetTest, ParseOverlapAndChoose) {
   auto small = *parse_subnet4("192.0.2.0/27");
   EXPECT_TRUE(choose_subnet(small, 28, {*parse_subnet4("192.0.2.0/28")}, 0));
   EXPECT_FALSE(choose_subnet(small, 28, {small}, 0));
-}
-
-TEST(RunOptionsTest, Memory) {
-  EXPECT_EQ(parse_memory("4g"), 4LL << 30);
-  EXPECT_EQ(parse_memory("512m"), 512LL << 20);
-  EXPECT_EQ(parse_memory("1.5G"), 3LL << 29);
-  EXPECT_EQ(parse_memory("67108864"), 64LL << 20);
-  EXPECT_THROW(parse_memory("1m"), std::invalid_argument);  // below Docker's floor
-  EXPECT_THROW(parse_memory("4x"), std::invalid_argument);
-  EXPECT_THROW(parse_memory("lots"), std::invalid_argument);
 }
