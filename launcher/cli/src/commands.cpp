@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "vibepit/control/client.hpp"
-#include "vibepit/launcher/cli/image_commands.hpp"
+#include "vibepit/launcher/cli/engine.hpp"
 #include "vibepit/launcher/cli/session_commands.hpp"
 #include "vibepit/launcher/host/project.hpp"
 #include "vibepit/launcher/rules/network_file.hpp"

@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "vibepit/control/session_dir.hpp"
+#include "vibepit/launcher/cli/engine.hpp"
 #include "vibepit/launcher/cli/exit_codes.hpp"
-#include "vibepit/launcher/cli/image_commands.hpp"
 #include "vibepit/launcher/rules/session_rules.hpp"
 #include "vibepit/launcher/session/session.hpp"
 #include "vibepit/launcher/session/session_start.hpp"

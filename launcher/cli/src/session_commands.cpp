@@ -8,8 +8,8 @@
 #include <ostream>
 
 #include "vibepit/control/session_dir.hpp"
+#include "vibepit/launcher/cli/engine.hpp"
 #include "vibepit/launcher/cli/exit_codes.hpp"
-#include "vibepit/launcher/cli/image_commands.hpp"
 #include "vibepit/launcher/guard/git_shield.hpp"
 #include "vibepit/launcher/host/project.hpp"
 #include "vibepit/launcher/session/session.hpp"
