@@ -10,7 +10,7 @@ find_package(yaml-cpp REQUIRED)  # .vibepit/network.yaml, comments kept (libyaml
 # vibepit ci --mode learn: registrable domains from the Public Suffix List (libpsl-dev)
 pkg_check_modules(PSL REQUIRED IMPORTED_TARGET libpsl)
 # The project as the sandbox sees it, through a filter that refuses git repositories
-# (launcher/include/vibepit/launcher/project_guard.hpp; libfuse3-dev)
+# (launcher/guard/include/vibepit/launcher/guard/project_guard.hpp; libfuse3-dev)
 pkg_check_modules(FUSE3 REQUIRED IMPORTED_TARGET fuse3)
 
 find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_check.hpp"
-#include "vibepit/launcher/ci_report.hpp"
-#include "vibepit/launcher/ci_stream.hpp"
-#include "vibepit/launcher/learn.hpp"
+#include "vibepit/launcher/ci/ci_report.hpp"
+#include "vibepit/launcher/ci/ci_stream.hpp"
+#include "vibepit/launcher/ci/learn.hpp"
 #include "vibepit/policy/decision.hpp"
 
 using namespace vibepit::launcher;

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "fuzz_check.hpp"
-#include "vibepit/launcher/network_file.hpp"
+#include "vibepit/launcher/rules/network_file.hpp"
 
 using namespace vibepit::launcher;
 

@@ -1,4 +1,4 @@
-"""The project's filter (launcher/include/vibepit/launcher/project_guard.hpp) on its own:
+"""The project's filter (launcher/guard/include/vibepit/launcher/guard/project_guard.hpp) on its own:
 `vibepit __project-guard` started as root mounts a view of a directory and serves it as an
 ordinary user; what that user does through the view is checked against the real directory.
 No Docker and no network: root, /dev/fuse and setpriv."""

@@ -1,0 +1,104 @@
+#pragma once
+// One vibepit session on a Docker engine: an internal session network, the proxy container
+// dual-homed on it and on an egress network, and the sandbox container behind it. Every
+// object carries dev.vibepit.session/project/role labels; removal goes by those labels.
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "vibepit/control/credentials.hpp"
+#include "vibepit/docker/client.hpp"
+#include "vibepit/launcher/guard/git_shield.hpp"
+#include "vibepit/launcher/host/project.hpp"
+#include "vibepit/launcher/images/images.hpp"
+#include "vibepit/policy/snapshot.hpp"
+
+namespace vibepit::launcher {
+
+struct SessionSpec {
+  std::string id;
+  Project project;
+  std::filesystem::path dir;  // $XDG_STATE_HOME/vibepit/sessions/<id>
+  std::vector<std::string> allow_http, allow_dns;
+  policy::Mode mode = policy::Mode::enforce;  // the proxy's mode (vibepit ci --mode audit)
+  std::string proxy_image;
+  std::string sandbox_image;
+  bool default_image = true;  // the image has the user `code` and /home/code
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<std::string> command;  // empty: the image's default (a login shell)
+  bool tty = false;
+  bool stdin_open = true;                 // the sandbox's stdin is attached (vibepit ci: not)
+  std::int64_t memory = 4LL << 30;        // bytes
+  double cpus = 0;                        // 0: no limit (SandboxSettings: default_cpus())
+  std::vector<std::string> upstream_dns;  // ADDR[:PORT]
+  std::string subnet_pool = "10.219.0.0/16";
+  // Test-only: an existing network (e.g. the test's fake internet) as the egress network.
+  std::string egress_network;
+  // Where the sandbox's home comes from: the project's volume, kept from session to session
+  // (vibepit run); a volume of this session's own, removed with it, so nothing one CI job
+  // writes there reaches the next (vibepit ci); or a cache named by a key, kept for the next
+  // job that names it (vibepit ci --cache-home KEY).
+  enum class Home { project, session, cache };
+  Home home = Home::project;
+  std::string home_cache_key;  // Home::cache: [A-Za-z0-9._-], 1 to 64 characters
+  GitShieldState git;          // the project's .git, kept from the sandbox (git_shield.hpp)
+  // Where the sandbox's project comes from: the filter's view (project_guard.hpp), mounted
+  // at the project's own path in the sandbox. Empty: the project itself.
+  std::filesystem::path project_view;
+  // The proxy's decision-ring and decision-log-max-bytes; 0 leaves its defaults.
+  std::uint64_t decision_ring = 0, decision_log_max_bytes = 0;
+};
+
+// What --cache-home takes: 1 to 64 of [A-Za-z0-9._-]. Throws std::invalid_argument.
+void check_cache_key(const std::string& key);
+
+inline constexpr int kProxyPort = 3128;
+inline constexpr int kControlPort = 8443;
+
+class Session {
+ public:
+  Session(docker::Client& docker, SessionSpec spec, Report report);
+
+  void create_networks();
+  // Create and start the proxy, hand it its credentials on stdin, and wait for "ready".
+  // Returns the host's control address ("127.0.0.1:PORT").
+  std::string start_proxy(const control::PeerCredentials& server);
+  // Create the sandbox container (not started). Returns its id.
+  std::string create_sandbox();
+
+  const SessionSpec& spec() const { return spec_; }
+  // Before create_sandbox: the project's filtered view (SessionSpec::project_view).
+  void set_project_view(std::filesystem::path view) { spec_.project_view = std::move(view); }
+  const std::string& proxy_ip() const { return proxy_ip_; }
+  const std::string& sandbox_id() const { return sandbox_id_; }
+  const std::string& proxy_id() const { return proxy_id_; }
+  docker::Labels labels(const std::string& role) const;
+
+ private:
+  std::string proxy_config() const;
+  // The host's addresses for the proxy's block-cidr: this namespace's interfaces, and the
+  // gateways of the engine's networks (create_networks() reads them).
+  std::vector<std::string> block_ranges() const;
+  std::vector<std::string> sandbox_env() const;
+  std::string home_volume();  // the volume for the sandbox's home (found or made)
+
+  docker::Client& docker_;
+  SessionSpec spec_;
+  Report report_;
+  std::string session_net_, egress_net_;
+  std::string proxy_ip_, proxy_egress_ip_, sandbox_ip_;
+  std::vector<std::string> engine_host_ranges_;
+  std::string proxy_id_, sandbox_id_;
+};
+
+// Where the session's proxy writes its decision records, on the host.
+std::filesystem::path decision_log_path(const std::filesystem::path& session_dir);
+
+// Remove the session's containers (forced) and networks, found by label. Returns the
+// failures as messages; an empty result means nothing of the session is left.
+std::vector<std::string> remove_session(docker::Client& docker, const std::string& session_id);
+
+}  // namespace vibepit::launcher

@@ -1,0 +1,476 @@
+#include "vibepit/launcher/session/session.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <stdexcept>
+#include <string_view>
+#include <thread>
+
+#include "vibepit/control/session_dir.hpp"
+#include "vibepit/docker/wire.hpp"
+#include "vibepit/launcher/guard/project_guard.hpp"
+#include "vibepit/launcher/host/owned_fd.hpp"
+#include "vibepit/launcher/host/sha256.hpp"
+
+namespace vibepit::launcher {
+namespace fs = std::filesystem;
+using docker::Json;
+
+namespace {
+
+constexpr const char* kInhibitIpv4 = "com.docker.network.bridge.inhibit_ipv4";
+constexpr const char* kProxyConfigInContainer = "/etc/vibepit/proxy.json";
+constexpr const char* kLogDirInContainer = "/var/log/vibepit";
+// Volume roles besides "home" (the project's): a session's own home, removed with the
+// session, and a named cache home (vibepit ci --cache-home KEY) with its key as a label.
+constexpr const char* kRoleSessionHome = "session-home";
+constexpr const char* kRoleCacheHome = "cache-home";
+constexpr const char* kCacheKeyLabel = "dev.vibepit.cache-key";
+
+void write_public_file(const fs::path& p, const std::string& text) {
+  std::ofstream o(p, std::ios::binary | std::ios::trunc);
+  o << text;
+  o.close();
+  if (!o) throw std::runtime_error("cannot write " + p.string());
+  fs::permissions(p, fs::perms(0644));
+}
+
+// An address as a one-address block-cidr entry ("A/32", "B/128"); "" when it is not one.
+std::string host_range(const std::string& text) {
+  in_addr a4{};
+  in6_addr a6{};
+  if (::inet_pton(AF_INET, text.c_str(), &a4) == 1) return text + "/32";
+  if (::inet_pton(AF_INET6, text.c_str(), &a6) == 1) return text + "/128";
+  return {};
+}
+
+// What the engine's networks hold: their subnets, which a new session network must not
+// overlap, and their gateways, the engine host's own addresses on its bridges. Those are the
+// host's even when this launcher runs somewhere else (in a container, or beside a remote or
+// rootless engine) and cannot see them among its own interfaces.
+struct EngineNetworks {
+  std::vector<Subnet4> subnets;
+  std::vector<std::string> host_ranges;
+};
+
+EngineNetworks engine_networks(docker::Client& docker) {
+  EngineNetworks out;
+  for (const auto& n : docker.get("/networks")) {
+    if (!n.contains("IPAM") || !n["IPAM"].contains("Config") || !n["IPAM"]["Config"].is_array())
+      continue;
+    for (const auto& c : n["IPAM"]["Config"]) {
+      if (!c.is_object()) continue;
+      if (auto s = parse_subnet4(c.value("Subnet", ""))) out.subnets.push_back(*s);
+      if (auto r = host_range(c.value("Gateway", "")); !r.empty()) out.host_ranges.push_back(r);
+    }
+  }
+  // A swarm node's own address, when the engine is one.
+  const auto info = docker.get("/info");
+  if (info.contains("Swarm") && info["Swarm"].is_object())
+    if (auto r = host_range(info["Swarm"].value("NodeAddr", "")); !r.empty())
+      out.host_ranges.push_back(r);
+  return out;
+}
+
+// Close the write side, then read the proxy's multiplexed output until it says "ready:",
+// exits, or the deadline passes. Returns "" when ready, else what it printed.
+std::string wait_ready(int fd, std::string buffered, std::chrono::seconds deadline) {
+  docker::StreamDemux demux;
+  std::string text;
+  auto sink = [&](docker::StreamDemux::Stream, std::string_view p) { text.append(p); };
+  demux.feed(buffered, sink);
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  char buf[8192];
+  while (text.find("ready:") == std::string::npos) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return "no \"ready\" from the proxy within " + std::to_string(deadline.count()) + " s:\n" +
+             text;
+    pollfd p{fd, POLLIN, 0};
+    const int rc = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) continue;
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return text.empty() ? "the proxy exited without a word" : text;
+    if (!demux.feed(std::string_view(buf, static_cast<std::size_t>(n)), sink))
+      return "unreadable output from the proxy container";
+  }
+  return {};
+}
+
+}  // namespace
+
+Session::Session(docker::Client& docker, SessionSpec spec, Report report)
+    : docker_(docker), spec_(std::move(spec)), report_(std::move(report)) {}
+
+docker::Labels Session::labels(const std::string& role) const {
+  return with_test_label({{docker::label::kSession, spec_.id},
+                          {docker::label::kProject, spec_.project.hash},
+                          {docker::label::kRole, role}});
+}
+
+void Session::create_networks() {
+  auto pool = parse_subnet4(spec_.subnet_pool);
+  if (!pool) throw std::runtime_error("subnet pool " + spec_.subnet_pool + ": not an IPv4 CIDR");
+  std::vector<Subnet4> taken = host_routes();
+  const EngineNetworks engine = engine_networks(docker_);
+  for (const auto& s : engine.subnets) taken.push_back(s);
+  engine_host_ranges_ = engine.host_ranges;
+  const std::uint64_t seed = std::stoull(spec_.id.substr(0, 8), nullptr, 16);
+
+  // Docker may still refuse a subnet it holds in a pool we cannot see: try a few.
+  auto create = [&](const std::string& name, bool internal, Subnet4& chosen) {
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      auto s = choose_subnet(*pool, 28, taken, seed + static_cast<std::uint64_t>(attempt) * 7919);
+      if (!s) throw std::runtime_error("no free /28 left in the subnet pool " + spec_.subnet_pool);
+      Json body = {{"Name", name},
+                   {"CheckDuplicate", true},
+                   {"Driver", "bridge"},
+                   {"Internal", internal},
+                   {"EnableIPv6", false},
+                   {"IPAM", {{"Driver", "default"}, {"Config", {{{"Subnet", s->cidr()}}}}}},
+                   {"Labels", labels("network")}};
+      // The session network: no address on the host's side of the bridge, so the sandbox
+      // cannot reach services the host runs (an internal network alone still lets it).
+      if (internal) body["Options"] = {{kInhibitIpv4, "true"}};
+      try {
+        auto id = docker_.network_create(body);
+        taken.push_back(*s);
+        chosen = *s;
+        return id;
+      } catch (const docker::DockerError& e) {
+        if (std::string(e.what()).find("overlap") == std::string::npos) throw;
+        taken.push_back(*s);
+      }
+    }
+    throw std::runtime_error("Docker refused every subnet tried for " + name);
+  };
+  Subnet4 session_subnet;
+  session_net_ = create("vibepit-" + spec_.id, true, session_subnet);
+  proxy_ip_ = session_subnet.host(2);
+  sandbox_ip_ = session_subnet.host(3);
+  if (report_)
+    report_("creating network vibepit-" + spec_.id + " " + session_subnet.cidr() + " (internal)");
+
+  if (!spec_.egress_network.empty()) {
+    auto net = docker_.network_inspect(spec_.egress_network);
+    if (!net)
+      throw std::runtime_error("egress network " + spec_.egress_network + ": no such network");
+    egress_net_ = net->value("Id", spec_.egress_network);
+    std::optional<Subnet4> s;
+    if ((*net)["IPAM"]["Config"].is_array() && !(*net)["IPAM"]["Config"].empty())
+      s = parse_subnet4((*net)["IPAM"]["Config"][0].value("Subnet", ""));
+    if (!s)
+      throw std::runtime_error("egress network " + spec_.egress_network + " has no IPv4 subnet");
+    std::vector<std::string> used;
+    if (net->contains("Containers") && (*net)["Containers"].is_object())
+      for (const auto& [k, c] : (*net)["Containers"].items()) {
+        std::string a = c.value("IPv4Address", "");
+        used.push_back(a.substr(0, a.find('/')));
+      }
+    const std::string gateway = (*net)["IPAM"]["Config"][0].value("Gateway", s->host(1));
+    for (std::uint32_t i = 2; i < (1u << (32 - s->prefix)) - 1; ++i) {
+      const std::string a = s->host(i);
+      if (a != gateway && std::find(used.begin(), used.end(), a) == used.end()) {
+        proxy_egress_ip_ = a;
+        break;
+      }
+    }
+    if (proxy_egress_ip_.empty()) throw std::runtime_error("egress network is full");
+  } else {
+    Subnet4 egress_subnet;
+    egress_net_ = create("vibepit-" + spec_.id + "-egress", false, egress_subnet);
+    proxy_egress_ip_ = egress_subnet.host(2);
+    if (report_)
+      report_("creating network vibepit-" + spec_.id + "-egress " + egress_subnet.cidr());
+  }
+}
+
+std::vector<std::string> Session::block_ranges() const {
+  std::vector<std::string> out = host_address_ranges();
+  out.insert(out.end(), engine_host_ranges_.begin(), engine_host_ranges_.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string Session::proxy_config() const {
+  Json cfg = {
+      {"proxy-listen", {proxy_ip_ + ":" + std::to_string(kProxyPort)}},
+      {"dns-listen", {proxy_ip_ + ":53"}},
+      {"control-listen", {proxy_egress_ip_ + ":" + std::to_string(kControlPort)}},
+      {"allow-http", spec_.allow_http},
+      {"allow-dns", spec_.allow_dns},
+      {"mode", policy::to_string(spec_.mode)},
+      {"block-cidr", block_ranges()},
+      {"decision-log", std::string(kLogDirInContainer) + "/decisions.ndjson"},
+      {"threads", 1},
+  };
+  if (!spec_.upstream_dns.empty()) cfg["upstream-dns"] = spec_.upstream_dns;
+  if (spec_.decision_ring != 0) cfg["decision-ring"] = spec_.decision_ring;
+  if (spec_.decision_log_max_bytes != 0)
+    cfg["decision-log-max-bytes"] = spec_.decision_log_max_bytes;
+  return cfg.dump(2) + "\n";
+}
+
+std::string Session::start_proxy(const control::PeerCredentials& server) {
+  const bool root = ::getuid() == 0;
+  const unsigned uid = root ? kProxyUid : spec_.uid;
+  const unsigned gid = root ? kProxyUid : spec_.gid;
+  write_public_file(spec_.dir / "proxy.json", proxy_config());
+  const fs::path log_dir = spec_.dir / "log";
+  fs::create_directories(log_dir);
+  if (root && ::chown(log_dir.c_str(), uid, gid) != 0)
+    throw std::runtime_error("cannot hand " + log_dir.string() + " to the proxy's user");
+  fs::permissions(log_dir, fs::perms(0700));
+
+  const std::string control_port = std::to_string(kControlPort) + "/tcp";
+  Json spec = {
+      {"Image", spec_.proxy_image},
+      {"Cmd", {"-c", kProxyConfigInContainer, "--credentials-fd", "0", "--session-id", spec_.id}},
+      {"User", std::to_string(uid) + ":" + std::to_string(gid)},
+      {"OpenStdin", true},
+      {"StdinOnce", true},
+      {"AttachStdin", true},
+      {"AttachStdout", true},
+      {"AttachStderr", true},
+      {"Labels", labels("proxy")},
+      {"ExposedPorts", {{control_port, Json::object()}}},
+      {"HostConfig",
+       {{"NetworkMode", egress_net_},
+        {"ReadonlyRootfs", true},
+        {"CapDrop", {"ALL"}},
+        {"SecurityOpt", {"no-new-privileges"}},
+        {"PidsLimit", 64},
+        {"Memory", 512LL << 20},
+        {"MemorySwap", 512LL << 20},
+        // Port 53 without CAP_NET_BIND_SERVICE: the sysctl is per network namespace.
+        {"Sysctls", {{"net.ipv4.ip_unprivileged_port_start", "53"}}},
+        {"Binds",
+         {(spec_.dir / "proxy.json").string() + ":" + kProxyConfigInContainer + ":ro",
+          log_dir.string() + ":" + kLogDirInContainer + ":rw"}},
+        {"PortBindings", {{control_port, {{{"HostIp", "127.0.0.1"}, {"HostPort", ""}}}}}},
+        {"LogConfig",
+         {{"Type", "json-file"}, {"Config", {{"max-size", "10m"}, {"max-file", "2"}}}}}}},
+      {"NetworkingConfig",
+       {{"EndpointsConfig",
+         {{egress_net_, {{"IPAMConfig", {{"IPv4Address", proxy_egress_ip_}}}}}}}}},
+  };
+  // Docker's embedded DNS (127.0.0.11, which a process in the sandbox can still query)
+  // answers container names on the session network. A random suffix the sandbox is never
+  // told keeps the proxy's name out of its reach.
+  proxy_id_ =
+      docker_.container_create(spec, "vibepit-" + spec_.id + "-proxy-" + control::new_session_id() +
+                                         control::new_session_id());
+  docker_.network_connect(session_net_, proxy_id_, {{"IPAMConfig", {{"IPv4Address", proxy_ip_}}}});
+  if (report_)
+    report_("starting proxy " + proxy_ip_ + " (dns :53, http :" + std::to_string(kProxyPort) + ")");
+
+  auto h = docker_.container_attach(proxy_id_, true, true, true);
+  const OwnedFd attached{h.fd};
+  docker_.container_start(proxy_id_);
+  const std::string creds =
+      Json{{"ca", server.ca_cert_pem}, {"cert", server.own.cert_pem}, {"key", server.own.key_pem}}
+          .dump();
+  for (std::size_t off = 0; off < creds.size();) {
+    const ssize_t n = ::send(h.fd, creds.data() + off, creds.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) throw std::runtime_error("the proxy container closed its stdin");
+    off += static_cast<std::size_t>(n);
+  }
+  ::shutdown(h.fd, SHUT_WR);
+  if (auto problem = wait_ready(h.fd, std::move(h.buffered), std::chrono::seconds(20));
+      !problem.empty())
+    throw std::runtime_error("the proxy did not start: " + problem);
+
+  auto j = docker_.container_inspect(proxy_id_);
+  try {
+    const auto& binding = (*j)["NetworkSettings"]["Ports"][control_port].at(0);
+    return binding.value("HostIp", "127.0.0.1") + ":" + binding.value("HostPort", "");
+  } catch (const Json::exception&) {
+    throw std::runtime_error("the proxy's control port was not published");
+  }
+}
+
+std::vector<std::string> Session::sandbox_env() const {
+  const std::string url = "http://" + proxy_ip_ + ":" + std::to_string(kProxyPort);
+  const std::string port = std::to_string(kProxyPort);
+  return {"HTTP_PROXY=" + url, "HTTPS_PROXY=" + url, "http_proxy=" + url, "https_proxy=" + url,
+          "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1",
+          // npm and yarn read their own settings; Node 24+ honours HTTP(S)_PROXY with this.
+          "npm_config_proxy=" + url, "npm_config_https_proxy=" + url, "NODE_USE_ENV_PROXY=1",
+          "GLOBAL_AGENT_HTTP_PROXY=" + url,
+          // pip and git read HTTPS_PROXY/http_proxy above; the JVM needs system properties.
+          "JAVA_TOOL_OPTIONS=-Dhttp.proxyHost=" + proxy_ip_ + " -Dhttp.proxyPort=" + port +
+              " -Dhttps.proxyHost=" + proxy_ip_ + " -Dhttps.proxyPort=" + port +
+              " -Dhttp.nonProxyHosts=localhost|127.0.0.1",
+          "VIBEPIT_SESSION=" + spec_.id, "VIBEPIT_PROXY=" + url};
+}
+
+void check_cache_key(const std::string& key) {
+  const bool ok =
+      !key.empty() && key.size() <= 64 && std::all_of(key.begin(), key.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '.' || c == '_' || c == '-';
+      });
+  if (!ok)
+    throw std::invalid_argument("--cache-home \"" + key.substr(0, 64) +
+                                "\": a key is 1 to 64 of the characters A-Z a-z 0-9 . _ -");
+}
+
+std::string Session::home_volume() {
+  // A job's own home: made empty (Docker fills it from the image), removed with the session.
+  if (spec_.home == SessionSpec::Home::session) {
+    auto v = docker_.volume_create(
+        {{"Name", "vibepit-home-" + spec_.id}, {"Labels", labels(kRoleSessionHome)}});
+    return v.value("Name", "");
+  }
+  // The project's home, or one of its named caches: kept, found by label.
+  const bool cache = spec_.home == SessionSpec::Home::cache;
+  const std::string role = cache ? kRoleCacheHome : "home";
+  for (const auto& v :
+       docker_.volumes_by_label(std::string(docker::label::kProject) + "=" + spec_.project.hash)) {
+    if (!v.contains("Labels") || !v["Labels"].is_object()) continue;
+    const auto& l = v["Labels"];
+    if (l.value(docker::label::kRole, "") == role &&
+        (!cache || l.value(kCacheKeyLabel, "") == spec_.home_cache_key))
+      return v.value("Name", "");
+  }
+  auto l = labels(role);
+  std::string name = "vibepit-home-" + spec_.project.hash;
+  if (cache) {
+    l[kCacheKeyLabel] = spec_.home_cache_key;
+    name += "-cache-" + sha256_hex(spec_.home_cache_key).substr(0, 16);
+  }
+  return docker_.volume_create({{"Name", name}, {"Labels", l}}).value("Name", "");
+}
+
+std::string Session::create_sandbox() {
+  const std::string home = home_volume();
+  write_public_file(spec_.dir / "resolv.conf", "nameserver " + proxy_ip_ + "\noptions edns0\n");
+  const std::string project = spec_.project.root.string();
+  const std::string home_dir = spec_.default_image ? "/home/code" : "/home/vibepit";
+  Json env = sandbox_env();
+  env.push_back("HOME=" + home_dir);
+  Json spec = {
+      {"Image", spec_.sandbox_image},
+      {"Env", env},
+      {"WorkingDir", project},
+      {"Tty", spec_.tty},
+      {"OpenStdin", spec_.stdin_open},
+      {"StdinOnce", spec_.stdin_open},
+      {"AttachStdin", spec_.stdin_open},
+      {"AttachStdout", true},
+      {"AttachStderr", true},
+      {"Hostname", "vibepit"},
+      {"Labels", labels("sandbox")},
+      {"HostConfig",
+       {{"NetworkMode", session_net_},
+        {"ReadonlyRootfs", true},
+        {"CapDrop", {"ALL"}},
+        {"SecurityOpt", {"no-new-privileges"}},
+        {"Init", true},
+        {"PidsLimit", 1024},
+        {"Memory", spec_.memory},
+        {"MemorySwap", spec_.memory},
+        {"Dns", {proxy_ip_}},
+        // No IPv6 at all: the session network has none, and no link-local address or router
+        // advertisement on another path may give the agent a way around the proxy.
+        {"Sysctls",
+         {{"net.ipv6.conf.all.disable_ipv6", "1"}, {"net.ipv6.conf.default.disable_ipv6", "1"}}},
+        {"Tmpfs", {{"/tmp", "rw,nosuid,nodev,size=1g"}}},
+        {"Mounts",
+         {{{"Type", "bind"},
+           {"Source", spec_.project_view.empty() ? project : spec_.project_view.string()},
+           {"Target", project}},
+          {{"Type", "volume"}, {"Source", home}, {"Target", home_dir}},
+          {{"Type", "bind"},
+           {"Source", (spec_.dir / "resolv.conf").string()},
+           {"Target", "/etc/resolv.conf"},
+           {"ReadOnly", true}}}}}},
+      {"NetworkingConfig",
+       {{"EndpointsConfig", {{session_net_, {{"IPAMConfig", {{"IPv4Address", sandbox_ip_}}}}}}}}},
+  };
+  for (auto& m : git_mounts(spec_.git)) spec["HostConfig"]["Mounts"].push_back(std::move(m));
+  if (spec_.cpus > 0) spec["HostConfig"]["NanoCpus"] = static_cast<std::int64_t>(spec_.cpus * 1e9);
+  if (!spec_.command.empty()) spec["Cmd"] = spec_.command;
+  if (!spec_.default_image)
+    spec["User"] = std::to_string(spec_.uid) + ":" + std::to_string(spec_.gid);
+  sandbox_id_ = docker_.container_create(spec, "vibepit-" + spec_.id + "-sandbox");
+  if (report_) report_("creating sandbox " + spec_.sandbox_image + " (" + sandbox_ip_ + ")");
+  return sandbox_id_;
+}
+
+fs::path decision_log_path(const fs::path& session_dir) {
+  return session_dir / "log" / "decisions.ndjson";
+}
+
+std::vector<std::string> remove_session(docker::Client& docker, const std::string& session_id) {
+  std::vector<std::string> problems;
+  const std::string sel = std::string(docker::label::kSession) + "=" + session_id;
+  // Gone already, or being removed by another vibepit (run's own cleanup racing `down`):
+  // both leave nothing behind, so neither is a problem.
+  auto settled = [](const docker::DockerError& e) {
+    return e.kind() == docker::ErrorKind::not_found ||
+           std::string_view(e.what()).find("already in progress") != std::string_view::npos;
+  };
+  auto attempt = [&](auto&& fn, const std::string& what) {
+    try {
+      fn();
+    } catch (const docker::DockerError& e) {
+      if (!settled(e)) problems.push_back(what + ": " + e.what());
+    }
+  };
+  std::vector<Json> containers;
+  attempt([&] { containers = docker.containers_by_label(sel); }, "listing containers");
+  for (const auto& c : containers) {
+    const std::string id = c.value("Id", "");
+    attempt([&] { docker.container_remove(id, true); }, "removing container " + id.substr(0, 12));
+  }
+  // The session's own home volume (vibepit ci); the project's home and caches carry the
+  // label of the session that made them, and stay.
+  std::vector<Json> volumes;
+  attempt([&] { volumes = docker.volumes_by_label(sel); }, "listing volumes");
+  for (const auto& v : volumes) {
+    if (!v.contains("Labels") || !v["Labels"].is_object() ||
+        v["Labels"].value(docker::label::kRole, "") != kRoleSessionHome)
+      continue;
+    const std::string name = v.value("Name", "");
+    attempt([&] { docker.volume_remove(name); }, "removing volume " + name);
+  }
+  std::vector<Json> networks;
+  attempt([&] { networks = docker.networks_by_label(sel); }, "listing networks");
+  for (const auto& n : networks) {
+    const std::string id = n.value("Id", "");
+    // A container another process is still removing keeps its endpoint for a moment.
+    for (int tries = 0;; ++tries) {
+      try {
+        docker.network_remove(id);
+        break;
+      } catch (const docker::DockerError& e) {
+        if (settled(e)) break;
+        const bool busy =
+            std::string_view(e.what()).find("active endpoints") != std::string_view::npos;
+        if (!busy || tries == 50) {
+          problems.push_back("removing network " + n.value("Name", id) + ": " + e.what());
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  }
+  // Last, once the sandbox is gone: the project's filter, whose server then ends.
+  if (auto p = stop_project_guard(session_id); !p.empty()) problems.push_back(p);
+  return problems;
+}
+
+}  // namespace vibepit::launcher

@@ -1,0 +1,84 @@
+// Where vibepit ci writes its report and learned rules: inside the project (which the sandbox
+// writes), no symlink is followed, before or after the directory was opened.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "vibepit/launcher/host/untrusted_file.hpp"
+
+namespace vibepit::launcher {
+namespace {
+namespace fs = std::filesystem;
+
+class OutputDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = fs::temp_directory_path() / ("vp-outdir-" + std::to_string(::getpid()));
+    project_ = base_ / "project";
+    outside_ = base_ / "outside";
+    fs::remove_all(base_);
+    fs::create_directories(project_);
+    fs::create_directories(outside_);
+  }
+  void TearDown() override { fs::remove_all(base_); }
+
+  static std::string read(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  fs::path base_, project_, outside_;
+};
+
+TEST_F(OutputDirTest, MakesMissingDirectoriesInsideTheProject) {
+  OutputDir d(project_ / "out/deep", project_);
+  d.write("report.json", "{}");
+  EXPECT_EQ(read(project_ / "out/deep/report.json"), "{}");
+  EXPECT_EQ(d.path(), project_ / "out/deep");
+}
+
+TEST_F(OutputDirTest, ASymlinkAnywhereBelowTheProjectIsRefused) {
+  fs::create_directory_symlink(outside_, project_ / "out");
+  EXPECT_THROW(OutputDir(project_ / "out/deep", project_), UntrustedFileError);
+  EXPECT_THROW(OutputDir(project_ / "out", project_), UntrustedFileError);
+  // A path with ".." is taken lexically: it never walks through the link.
+  EXPECT_THROW(OutputDir(project_ / "x/../out/deep", project_), UntrustedFileError);
+  EXPECT_TRUE(fs::is_empty(outside_));  // nothing made or written through the link
+}
+
+TEST_F(OutputDirTest, ADirectorySwappedForASymlinkAfterItWasOpenedIsNotFollowed) {
+  OutputDir d(project_ / "out/deep", project_);
+  // What a job does while it runs: move the directory away and plant a link in its place.
+  fs::rename(project_ / "out", project_ / "moved");
+  fs::create_directory_symlink(outside_, project_ / "out");
+  fs::create_directories(outside_ / "deep");
+  d.write("report.json", "mine");
+  EXPECT_EQ(read(project_ / "moved/deep/report.json"), "mine");  // the directory it opened
+  EXPECT_TRUE(fs::is_empty(outside_ / "deep"));
+}
+
+TEST_F(OutputDirTest, APlantedSymlinkAtTheFileIsReplacedNotFollowed) {
+  OutputDir d(project_, project_);
+  std::ofstream(outside_ / "victim") << "keep me";
+  fs::create_symlink(outside_ / "victim", project_ / "report.json");
+  fs::create_symlink(outside_ / "victim", project_ / "report.json.tmp");
+  d.write("report.json", "new");
+  EXPECT_EQ(read(outside_ / "victim"), "keep me");
+  EXPECT_FALSE(fs::is_symlink(project_ / "report.json"));
+  EXPECT_EQ(read(project_ / "report.json"), "new");
+}
+
+TEST_F(OutputDirTest, OutsideTheProjectThePathIsTheUsersOwn) {
+  fs::create_directory_symlink(outside_, base_ / "link");
+  OutputDir d(base_ / "link/sub", project_);  // the user's link, outside the sandbox's reach
+  d.write("r.json", "x");
+  EXPECT_EQ(read(outside_ / "sub/r.json"), "x");
+}
+
+}  // namespace
+}  // namespace vibepit::launcher
