@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -17,9 +18,10 @@ struct Resolver::Query {
 };
 
 Resolver::Resolver(asio::io_context& io, const std::vector<config::Endpoint>& servers,
-                   std::chrono::milliseconds timeout, CacheLimits limits)
+                   std::chrono::milliseconds timeout, CacheLimits limits, ResolverClock clock)
     : io_(io),
       limits_(limits),
+      clock_(clock),
       refresh_timer_(io),
       channel_(io, servers, runtime::AresOptions{timeout, false, false}) {}
 
@@ -32,7 +34,7 @@ Resolver::~Resolver() {
 bool Resolver::cached(const std::string& name, ResolveResult& out) {
   auto it = cache_.find(name);
   if (it == cache_.end()) return false;
-  auto now = Clock::now();
+  auto now = clock_.now();
   auto& entry = it->second;
   if (now >= entry.expires) {
     lru_.erase(entry.lru);
@@ -69,7 +71,11 @@ void Resolver::plan_refresh(Clock::time_point at, const std::string& name) {
 
 void Resolver::arm_refresh_timer(Clock::time_point at) {
   refresh_timer_at_ = at;
-  refresh_timer_.expires_at(at);  // cancels a later wait, whose handler then does nothing
+  // Cancels a later wait, whose handler then does nothing. A wait cut short by `recheck`
+  // finds nothing due and waits again.
+  auto wait = at - clock_.now();
+  if (clock_.recheck.count() > 0) wait = std::min<Clock::duration>(wait, clock_.recheck);
+  refresh_timer_.expires_after(wait);
   refresh_timer_.async_wait([this, alive = alive_](const asio::error_code& ec) {
     if (!*alive || ec) return;
     refresh_timer_at_ = Clock::time_point::max();
@@ -78,7 +84,7 @@ void Resolver::arm_refresh_timer(Clock::time_point at) {
 }
 
 void Resolver::refresh_due() {
-  auto now = Clock::now();
+  auto now = clock_.now();
   while (!refresh_plan_.empty() && refresh_plan_.begin()->first <= now) {
     auto node = refresh_plan_.extract(refresh_plan_.begin());
     auto it = cache_.find(node.mapped());
@@ -130,7 +136,7 @@ void Resolver::finish(const std::string& name, const ResolveResult& r, int ttl) 
       it = cache_.emplace(name, CacheEntry{{}, {}, {}, lru_.begin(), false}).first;
     }
     it->second.addrs = r.addrs;
-    it->second.expires = Clock::now() + life;
+    it->second.expires = clock_.now() + life;
     it->second.refresh_at =
         it->second.expires - std::chrono::duration_cast<std::chrono::milliseconds>(life) / 10;
     it->second.refresh_planned = false;

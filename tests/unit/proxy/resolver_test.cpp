@@ -158,10 +158,10 @@ TEST(Resolver, SingleLabelNamesAreAskedAsGiven) {
 // One resolver used for several lookups, to observe its cache.
 class SharedResolver {
  public:
-  explicit SharedResolver(std::uint16_t port)
+  explicit SharedResolver(std::uint16_t port, ResolverClock clock = {})
       : resolver_((runtime::resolver_library_init(), io_),
                   {config::Endpoint{*policy::IpAddr::parse("127.0.0.1"), port}},
-                  std::chrono::milliseconds(900)) {}
+                  std::chrono::milliseconds(900), {}, clock) {}
 
   // Start `n` lookups of `name` at once and wait for all of them.
   std::vector<ResolveResult> resolve(const std::string& name, int n = 1) {
@@ -248,34 +248,51 @@ TEST(ResolverCache, ConcurrentLookupsShareOneQuery) {
   EXPECT_EQ(dns.queries(), 2);  // one A and one AAAA question for all eight
 }
 
+// The cache's time, moved only by the test: an answer's life starts at the time it arrives,
+// which is the time the test last set, so refresh and expiry times are exact. The refresh
+// timer looks at it every millisecond of real time.
+class ManualClock {
+ public:
+  using time_point = std::chrono::steady_clock::time_point;
+  ManualClock() { now_ = start(); }
+  static time_point start() { return time_point(std::chrono::hours(1)); }
+  // Sets the cache's time to `since` after start().
+  void at(std::chrono::milliseconds since) { now_ = start() + since; }
+  ResolverClock clock() const {
+    return {[] { return now_; }, std::chrono::milliseconds(1)};
+  }
+
+ private:
+  static inline time_point now_;
+};
+
 // short.test has a TTL of 2 s, so an entry in use is refreshed 1.8 s into its life.
 std::string first_address(const ResolveResult& r) {
   return r.addrs.empty() ? std::string() : r.addrs.front().to_string();
 }
 
+using std::chrono::milliseconds;
+
 TEST(ResolverCache, ANameAskedForAgainIsRefreshedBeforeItExpires) {
   FakeDns dns(false);
-  SharedResolver r(dns.port());
-  // The entry's life starts when the answer arrives, a moment after this.
-  auto asking = std::chrono::steady_clock::now();
-  auto first = r.resolve("short.test");
+  ManualClock time;
+  SharedResolver r(dns.port(), time.clock());
+  auto first = r.resolve("short.test");  // its life: 0 to 2000 ms
   ASSERT_TRUE(first[0].ok);
   EXPECT_EQ(first_address(first[0]), "198.51.100.1");
   int asked = dns.queries();
 
   // Asked for again, several times, early in its life: each is answered from the cache, and
-  // together they plan one refresh.
+  // together they plan one refresh, at 1800 ms.
   for (int i = 0; i < 5; ++i) {
     ResolveResult hit;
     ASSERT_TRUE(r.resolver().cached("short.test", hit));
     EXPECT_EQ(first_address(hit), "198.51.100.1");
   }
   EXPECT_EQ(dns.queries(), asked);  // not yet
+  time.at(milliseconds(1800));
   ASSERT_TRUE(r.run_until([&] { return dns.queries() >= asked + 2; }))
       << "no refresh reached the server";
-  auto refreshed = std::chrono::steady_clock::now() - asking;
-  EXPECT_GE(refreshed, std::chrono::milliseconds(1700)) << "refreshed too early";
-  EXPECT_LT(refreshed, std::chrono::milliseconds(2000)) << "refreshed after it expired";
   EXPECT_TRUE(r.run_until([&] {
     ResolveResult now;
     return r.resolver().cached("short.test", now) && first_address(now) == "198.51.100.2";
@@ -284,24 +301,34 @@ TEST(ResolverCache, ANameAskedForAgainIsRefreshedBeforeItExpires) {
 
   // Past the first answer's expiry the name is answered from the cache, without a lookup
   // on the caller's path.
-  std::this_thread::sleep_until(asking + std::chrono::milliseconds(2300));
+  time.at(milliseconds(2300));
   auto later = r.resolve("short.test");
   ASSERT_TRUE(later[0].ok);
   EXPECT_TRUE(later[0].cached);
   EXPECT_EQ(first_address(later[0]), "198.51.100.2");
+
+  // The refreshed answer's life started at 1800 ms, so no refresh went out before then: it
+  // is served until 3800 ms, and not at 3800 ms.
+  ResolveResult last;
+  time.at(milliseconds(3799));
+  ASSERT_TRUE(r.resolver().cached("short.test", last)) << "the refresh went out too early";
+  EXPECT_EQ(first_address(last), "198.51.100.2");
+  time.at(milliseconds(3800));
+  EXPECT_FALSE(r.resolver().cached("short.test", last)) << "served past its TTL";
 }
 
 TEST(ResolverCache, AHitLateInTheLifeRefreshesAtOnce) {
   FakeDns dns(false);
-  SharedResolver r(dns.port());
-  auto asking = std::chrono::steady_clock::now();
+  ManualClock time;
+  SharedResolver r(dns.port(), time.clock());
   ASSERT_TRUE(r.resolve("short.test")[0].ok);
   int asked = dns.queries();
-  std::this_thread::sleep_until(asking + std::chrono::milliseconds(1900));
+  time.at(milliseconds(1900));  // past the 1800 ms a refresh would have been planned for
   ResolveResult hit;
-  ASSERT_TRUE(r.resolver().cached("short.test", hit))
-      << "the entry expired before the test asked: the machine stalled for 100 ms";
+  ASSERT_TRUE(r.resolver().cached("short.test", hit));
   EXPECT_EQ(first_address(hit), "198.51.100.1");  // the old answer, at once
+  // The loop is not run between: the time stays at 1900 ms, so only a query sent by the
+  // hit itself can reach the server.
   EXPECT_TRUE(r.run_until([&] {
     ResolveResult now;
     return r.resolver().cached("short.test", now) && first_address(now) == "198.51.100.2";
@@ -311,14 +338,19 @@ TEST(ResolverCache, AHitLateInTheLifeRefreshesAtOnce) {
 
 TEST(ResolverCache, ANameNotAskedForAgainExpiresWithoutARefresh) {
   FakeDns dns(false);
-  SharedResolver r(dns.port());
+  ManualClock time;
+  SharedResolver r(dns.port(), time.clock());
   ASSERT_TRUE(r.resolve("short.test")[0].ok);
   int asked = dns.queries();
-  // The loop runs through the time a refresh would be due and past the expiry.
-  r.run_until([] { return false; }, std::chrono::milliseconds(2200));
+  // The loop runs with the time past when a refresh would be due and then past the expiry;
+  // a refresh sent meanwhile would also show in the answer below (198.51.100.3).
+  time.at(milliseconds(1900));
+  r.run_until([] { return false; }, milliseconds(100));
+  time.at(milliseconds(2000));
+  r.run_until([] { return false; }, milliseconds(100));
   EXPECT_EQ(dns.queries(), asked);
   ResolveResult gone;
-  EXPECT_FALSE(r.resolver().cached("short.test", gone));
+  EXPECT_FALSE(r.resolver().cached("short.test", gone));  // expired at exactly 2000 ms
   auto again = r.resolve("short.test");
   ASSERT_TRUE(again[0].ok);
   EXPECT_FALSE(again[0].cached);

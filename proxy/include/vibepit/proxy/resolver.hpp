@@ -52,11 +52,22 @@ struct ResolverCacheLimits {
   std::chrono::seconds max_ttl{300};
 };
 
+// The time a resolver's cache decisions (expiry, refresh) are made by: steady_clock unless
+// a test injects a clock it moves by hand. Read through a plain function pointer, once per
+// lookup.
+struct ResolverClock {
+  using time_point = std::chrono::steady_clock::time_point;
+  time_point (*now)() = &std::chrono::steady_clock::now;
+  // If set, the longest the refresh timer waits (in real time) before it reads now() again.
+  // Only a clock moved by hand needs it: steady time and the timer's own clock agree.
+  std::chrono::milliseconds recheck{0};
+};
+
 class Resolver {
  public:
   using CacheLimits = ResolverCacheLimits;
   Resolver(asio::io_context& io, const std::vector<config::Endpoint>& servers,
-           std::chrono::milliseconds timeout, CacheLimits limits = {});
+           std::chrono::milliseconds timeout, CacheLimits limits = {}, ResolverClock clock = {});
   ~Resolver();
   Resolver(const Resolver&) = delete;
   Resolver& operator=(const Resolver&) = delete;
@@ -115,6 +126,7 @@ class Resolver {
 
   asio::io_context& io_;
   CacheLimits limits_;
+  ResolverClock clock_;
   std::unordered_map<std::string, CacheEntry> cache_;
   std::list<std::string> lru_;  // most recently used first
   std::unordered_map<std::string, std::vector<std::unique_ptr<WaiterBase>>> inflight_;
