@@ -391,9 +391,13 @@ class TtyTest(unittest.TestCase):
                 return h.wait_until(lambda: "40 120" in self.read_some(), timeout=1.0)
             self.assertTrue(h.wait_until(resized, timeout=h.LIVENESS_S * 3),
                             "the new size never reached the sandbox: %r" % self.seen[-2000:])
-            # Ctrl-C once the sleep runs (its marker is on the terminal), not while the shell
-            # still reads the line: only then does it show where the signal went.
-            self.send("echo SLEEPING-$((3+4)); sleep 60; echo SLEEP-$((2+3))-RAN-OUT\r")
+            # Ctrl-C once the sleep runs, not while the shell still reads the line: only then
+            # does it show where the signal went. The marker comes from the job itself, which
+            # has the terminal by the time it prints; a marker printed by the shell before it
+            # forks would leave a window in which the shell, not the job, takes the Ctrl-C and
+            # (as bash does for a foreground job) lets the sleep run on.
+            self.send("sh -c 'echo SLEEPING-$((3+4)); exec sleep 60'; "
+                      "echo SLEEP-$((2+3))-RAN-OUT\r")
             self.read_until("SLEEPING-7")
             self.send("\x03")          # Ctrl-C: to the sleep inside, not to vibepit
             self.send("echo INTERRUPTED-$((1+1))\r")
