@@ -64,9 +64,7 @@ int wait_for_signal() {
   return sig;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"vibepit-proxy: filtering DNS and HTTP/CONNECT egress proxy"};
   std::string config_path;
   bool check_only = false;
@@ -203,4 +201,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+// What run() did not expect (a logger that cannot be made, memory): said, never an abort.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "vibepit-proxy: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "vibepit-proxy: an unknown error\n";
+  }
+  return 1;
 }

@@ -41,7 +41,7 @@ class Call {
   void run(Fn body) {
     std::exception_ptr error;
     asio::co_spawn(io_, body(*this), [&](std::exception_ptr e) {
-      error = e;
+      error = std::move(e);
       watchdog_.cancel();
     });
     io_.run();

@@ -52,9 +52,13 @@ void TarWriter::header(std::string_view path, char type, std::uint64_t size, std
   octal(h + 124, 12, size);
   octal(h + 136, 12, 0);  // mtime: fixed, so the same content gives the same archive
   h[156] = type;
+  // ustar's fields are NUL-padded, not NUL-terminated: a 100-byte target fills its field,
+  // and the version is "00" without one.
+  // NOLINTBEGIN(bugprone-not-null-terminated-result)
   if (!link.empty()) std::memcpy(h + 157, link.data(), link.size());
   std::memcpy(h + 257, "ustar", 6);  // magic "ustar\0", version "00"
   std::memcpy(h + 263, "00", 2);
+  // NOLINTEND(bugprone-not-null-terminated-result)
   if (!prefix.empty()) std::memcpy(h + 345, prefix.data(), prefix.size());
   std::memset(h + 148, ' ', 8);  // the checksum is summed with its own field as spaces
   unsigned sum = 0;

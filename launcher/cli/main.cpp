@@ -38,9 +38,7 @@ void add_session_options(CLI::App* cmd, std::vector<std::string>& allow_http,
                   "where sessions live (default: $XDG_STATE_HOME/vibepit/sessions)");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   using namespace vibepit::launcher;
   CLI::App app{"vibepit: run AI coding agents without giving them the internet"};
   app.require_subcommand(1);
@@ -276,4 +274,18 @@ int main(int argc, char** argv) {
   if (image_ls->parsed()) return cmd_image_ls(image_json, std::cout, std::cerr);
   if (image_rm->parsed()) return cmd_image_rm(image_rm_all, std::cout, std::cerr);
   return kUsage;
+}
+
+}  // namespace
+
+// What no command expected (memory, a logger): said, and exit 125, never an abort.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "vibepit: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "vibepit: an unknown error\n";
+  }
+  return vibepit::launcher::kRunFailed;
 }

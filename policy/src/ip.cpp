@@ -152,9 +152,8 @@ std::string IpAddr::to_string() const {
 char* IpAddr::write(char* p) const {
   if (!v6) return detail::write_v4(p, bytes.data());
   std::uint16_t words[8];
-  for (int i = 0; i < 8; ++i) {
-    words[i] = static_cast<std::uint16_t>(bytes[static_cast<std::size_t>(2 * i)] << 8 |
-                                          bytes[static_cast<std::size_t>(2 * i + 1)]);
+  for (std::size_t i = 0; i < 8; ++i) {
+    words[i] = static_cast<std::uint16_t>(bytes[2 * i] << 8 | bytes[2 * i + 1]);
   }
   // IPv4-mapped addresses keep the dotted tail (RFC 5952 section 5).
   bool mapped = words[0] == 0 && words[1] == 0 && words[2] == 0 && words[3] == 0 && words[4] == 0 &&

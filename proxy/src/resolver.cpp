@@ -105,7 +105,7 @@ bool Resolver::from_cache(const std::string& name, WaiterBase& waiter) {
   return true;
 }
 
-void Resolver::start(std::string name, std::unique_ptr<WaiterBase> waiter) {
+void Resolver::start(const std::string& name, std::unique_ptr<WaiterBase> waiter) {
   if (from_cache(name, *waiter)) return;
   auto [it, first] = inflight_.try_emplace(name);
   it->second.push_back(std::move(waiter));

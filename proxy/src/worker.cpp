@@ -44,7 +44,7 @@ Worker::Worker(const config::ProxyConfig& cfg, policy::SnapshotStore& store,
   lookup_ = [this](std::string host) {
     return resolver_.async_resolve(std::move(host), asio::use_awaitable);
   };
-  connect_ = [](tcp::socket& socket, tcp::endpoint to) {
+  connect_ = [](tcp::socket& socket, const tcp::endpoint& to) {
     return runtime::connect_fresh(socket, to);
   };
 }

@@ -317,7 +317,7 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
     if (report) report("running " + rep.command.front() + " in the sandbox");
     {
       const WorkflowCommandsOff off;
-      pump(std::move(h), false, false);
+      pump(h, false, false);
     }
     const int status = docker->container_wait(started->sandbox_id);
     if (g_stop.signal.load() == 0) rep.outcome.status = status;

@@ -129,7 +129,7 @@ int join(docker::Client& docker, const Json& sandbox, const RunOptions& o, bool 
     enter_raw_mode();
     send_size();
   }
-  pump(std::move(h), tty, true);
+  pump(h, tty, true);
   restore_terminal();
   auto info = docker.exec_inspect(exec);
   return info.value("ExitCode", kRunFailed);
@@ -261,7 +261,7 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     }
     project_lock.release();
     lock.unlock();
-    pump(std::move(h), tty, true);
+    pump(h, tty, true);
     restore_terminal();
     int status = kRunFailed;
     try {

@@ -207,7 +207,7 @@ std::vector<std::string> bring_back_git(const GitShieldState& s, const std::stri
       if (::geteuid() == 0) (void)!::chown(tmp.c_str(), s.owner_uid, s.owner_gid);
       fs::rename(tmp, git_dir / "index");
     } else {
-      out.push_back("! the index changed here and in the session; yours is kept");
+      out.emplace_back("! the index changed here and in the session; yours is kept");
     }
   }
   if (fingerprint(git_dir) != s.fingerprint)

@@ -115,7 +115,7 @@ std::string sandbox_git_config(const std::string& null_list) {
     lines.emplace_back();
     return lines.back();
   };
-  group({"core", "", ""}).push_back("\tbare = false");
+  group({"core", "", ""}).emplace_back("\tbare = false");
   std::string_view rest(null_list);
   while (!rest.empty()) {
     const auto end = rest.find('\0');

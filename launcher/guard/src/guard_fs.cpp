@@ -305,6 +305,11 @@ off_t guard_lseek(const char*, off_t off, int whence, fuse_file_info* fi) {
   return r < 0 ? -errno : r;
 }
 
+// An open directory's DIR*, which FUSE keeps for us in the integer fi->fh.
+DIR* dir_of(const fuse_file_info* fi) {
+  return reinterpret_cast<DIR*>(fi->fh);  // NOLINT(performance-no-int-to-ptr): FUSE's API
+}
+
 int guard_opendir(const char* path, fuse_file_info* fi) {
   const int fd = open_beneath(g_guard->root, rel(path), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return -errno;
@@ -320,7 +325,7 @@ int guard_opendir(const char* path, fuse_file_info* fi) {
 
 int guard_readdir(const char*, void* buf, fuse_fill_dir_t fill, off_t, fuse_file_info* fi,
                   fuse_readdir_flags flags) {
-  DIR* d = reinterpret_cast<DIR*>(fi->fh);
+  DIR* d = dir_of(fi);
   ::rewinddir(d);
   // Asked for "plus", each entry comes with its attributes, so that a walk that stats every
   // file (git status, a build) costs no lookup each.
@@ -343,7 +348,7 @@ int guard_readdir(const char*, void* buf, fuse_fill_dir_t fill, off_t, fuse_file
 }
 
 int guard_releasedir(const char*, fuse_file_info* fi) {
-  ::closedir(reinterpret_cast<DIR*>(fi->fh));
+  ::closedir(dir_of(fi));
   return 0;
 }
 

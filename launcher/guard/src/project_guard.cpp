@@ -97,7 +97,7 @@ fs::path start_project_guard(const fs::path& project, const fs::path& session_di
         "the project's filter, mounted by an ordinary user, must be reachable by the Docker "
         "engine: add the line user_allow_other to /etc/fuse.conf (scripts/install-deps.sh "
         "does; docs/security.md says why)");
-  const fs::path mountpoint = session_dir / "project";
+  fs::path mountpoint = session_dir / "project";
   std::error_code ec;
   fs::create_directory(mountpoint, ec);
   // Unmounted, it holds only this: a sandbox given it by mistake (an engine that does not

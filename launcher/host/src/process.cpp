@@ -31,6 +31,7 @@ Child::Child(const std::vector<std::string>& argv, Output output) {
   }
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   const int rc = ::posix_spawnp(&pid_, args[0], &actions, nullptr, args.data(), environ);

@@ -67,7 +67,7 @@ std::string debootstrap_base(docker::Client& docker, const SandboxImageOptions& 
   std::string joined;
   for (const auto& p : packages) joined += (joined.empty() ? "" : ",") + p;
   const std::string tag = "bookworm-" + sha256_hex(joined).substr(0, 12);
-  const std::string ref = "vibepit-base:" + tag;
+  std::string ref = "vibepit-base:" + tag;
   if (docker.image_inspect(ref)) return ref;
   if (::geteuid() != 0)
     throw std::runtime_error(
@@ -148,7 +148,7 @@ fs::path find_proxy_binary() {
   }
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  const fs::path next = self.parent_path() / "vibepit-proxy";
+  fs::path next = self.parent_path() / "vibepit-proxy";
   if (!ec && fs::is_regular_file(next)) return next;
   throw std::runtime_error("cannot find vibepit-proxy next to " + self.string() +
                            "; set VIBEPIT_PROXY_BINARY to its path");
@@ -257,7 +257,7 @@ std::string build_sandbox_image(docker::Client& docker, const SandboxImageOption
   }
   const bool from_slim = !base.empty();
   if (!from_slim) base = debootstrap_base(docker, opts, report);
-  const std::string tag = sandbox_image_tag(opts.uid, opts.gid);
+  std::string tag = sandbox_image_tag(opts.uid, opts.gid);
   if (report) report("building " + tag + " FROM " + base);
   docker::TarWriter ctx;
   ctx.add_file("Dockerfile", embedded("sandbox/Dockerfile"));

@@ -212,6 +212,7 @@ std::string add_to_network_yaml(const std::string& text, const std::string& key,
           ++at;
         }
         std::vector<std::string> added;
+        added.reserve(appended.size());
         for (const auto& e : appended) added.push_back(indent + "- " + scalar(e));
         lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(at), added.begin(), added.end());
         for (const auto& l : lines) out += l + "\n";

@@ -135,7 +135,7 @@ fs::path state_dir_for(const fs::path& sessions_root) {
   return (sessions_root.empty() ? control::default_sessions_root() : sessions_root).parent_path();
 }
 
-Approvals::Approvals(fs::path state_dir, Project project)
+Approvals::Approvals(const fs::path& state_dir, Project project)
     : path_(state_dir / "approved" / (project.hash + ".json")), project_(std::move(project)) {
   std::ifstream in(path_, std::ios::binary);
   if (!in) return;  // nothing approved yet

@@ -82,7 +82,7 @@ EngineNetworks engine_networks(docker::Client& docker) {
 
 // Close the write side, then read the proxy's multiplexed output until it says "ready:",
 // exits, or the deadline passes. Returns "" when ready, else what it printed.
-std::string wait_ready(int fd, std::string buffered, std::chrono::seconds deadline) {
+std::string wait_ready(int fd, const std::string& buffered, std::chrono::seconds deadline) {
   docker::StreamDemux demux;
   std::string text;
   auto sink = [&](docker::StreamDemux::Stream, std::string_view p) { text.append(p); };
@@ -288,8 +288,7 @@ std::string Session::start_proxy(const control::PeerCredentials& server) {
     off += static_cast<std::size_t>(n);
   }
   ::shutdown(h.fd, SHUT_WR);
-  if (auto problem = wait_ready(h.fd, std::move(h.buffered), std::chrono::seconds(20));
-      !problem.empty())
+  if (auto problem = wait_ready(h.fd, h.buffered, std::chrono::seconds(20)); !problem.empty())
     throw std::runtime_error("the proxy did not start: " + problem);
 
   auto j = docker_.container_inspect(proxy_id_);

@@ -42,7 +42,7 @@ std::string now_rfc3339() {
   return b;
 }
 
-void pump(docker::Hijacked h, bool tty, bool forward_stdin) {
+void pump(const docker::Hijacked& h, bool tty, bool forward_stdin) {
   const int fd = h.fd;
   if (forward_stdin) {
     // The input thread has a descriptor of its own: it may stay blocked on stdin after the

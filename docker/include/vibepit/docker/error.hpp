@@ -24,8 +24,8 @@ ErrorKind kind_for_status(int status);
 class DockerError : public std::runtime_error {
  public:
   // what() is the message as the user should see it: the daemon's words when it gave some.
-  DockerError(ErrorKind kind, std::string message, int status = 0)
-      : std::runtime_error(std::move(message)), kind_(kind), status_(status) {}
+  DockerError(ErrorKind kind, const std::string& message, int status = 0)
+      : std::runtime_error(message), kind_(kind), status_(status) {}
   ErrorKind kind() const { return kind_; }
   int status() const { return status_; }  // the HTTP status, or 0 when there was none
 

@@ -23,8 +23,9 @@ std::string socket_path_from_docker_host(const char* docker_host);
 struct ApiVersion {
   int major = 0;
   int minor = 0;
-  auto operator<=>(const ApiVersion&) const = default;
-  std::string to_string() const;  // "1.41"
+  // clang-tidy 14 takes the 0 a defaulted <=> compares with for a null pointer.
+  auto operator<=>(const ApiVersion&) const = default;  // NOLINT(modernize-use-nullptr)
+  std::string to_string() const;                        // "1.41"
 };
 inline constexpr ApiVersion kMinimumApi{1, 41};
 std::optional<ApiVersion> parse_api_version(std::string_view text);

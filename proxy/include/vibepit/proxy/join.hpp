@@ -43,7 +43,7 @@ class Resume {
     }  // `orphan` ends here, and both()'s frame (`join_` in it) with it
   }
 
-  void operator()(std::exception_ptr) {  // a side task's errors: the pumps report by value
+  void operator()(const std::exception_ptr&) {  // a side task's errors: the pumps report by value
     Join* j = std::exchange(join_, nullptr);
     j->done = true;
     if (!j->waiter) return;  // `first` is still running: both() will see `done`

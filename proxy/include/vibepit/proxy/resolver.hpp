@@ -80,9 +80,9 @@ class Resolver {
   template <typename Token>
   auto async_resolve(std::string name, Token&& token) {
     return asio::async_initiate<Token, void(ResolveResult)>(
-        [this](auto handler, std::string n) {
+        [this](auto handler, const std::string& n) {
           using H = decltype(handler);
-          start(std::move(n), std::make_unique<Waiter<H>>(std::move(handler), io_));
+          start(n, std::make_unique<Waiter<H>>(std::move(handler), io_));
         },
         token, std::move(name));
   }
@@ -111,7 +111,7 @@ class Resolver {
     bool refresh_planned = false;  // it has answered a lookup: refreshed at refresh_at
   };
 
-  void start(std::string name, std::unique_ptr<WaiterBase> waiter);
+  void start(const std::string& name, std::unique_ptr<WaiterBase> waiter);
   // Puts a query for `name` on the wire; its answer goes to finish(). The caller has made
   // its inflight_ entry.
   void send(const std::string& name);

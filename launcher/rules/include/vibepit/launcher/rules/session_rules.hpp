@@ -38,7 +38,7 @@ NetworkFile canonical(const NetworkFile& f);
 // <state>/approved/<project hash>.json (directory 0700, file 0600).
 class Approvals {
  public:
-  Approvals(std::filesystem::path state_dir, Project project);
+  Approvals(const std::filesystem::path& state_dir, Project project);
   const NetworkFile& approved() const { return approved_; }
   // The entries of `file` (canonical) that were never approved.
   NetworkFile unapproved(const NetworkFile& file) const;

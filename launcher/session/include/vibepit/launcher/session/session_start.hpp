@@ -75,7 +75,7 @@ std::vector<std::string> host_resolvers(const Report& report);
 
 // Copy the sandbox's output to stdout (TTY) or, demultiplexed, to stdout and stderr, until
 // the stream ends. With `forward_stdin`, a thread copies stdin to the sandbox.
-void pump(docker::Hijacked h, bool tty, bool forward_stdin);
+void pump(const docker::Hijacked& h, bool tty, bool forward_stdin);
 
 std::string now_rfc3339();  // UTC, seconds
 
