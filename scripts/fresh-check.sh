@@ -5,7 +5,7 @@
 #   scripts/fresh-check.sh [--quick] [--no-ccache] [--keep] [--refresh] [--mirror URL]
 #
 #   --quick     the second command as `scripts/test.sh --quick` (release stage only)
-#   --no-ccache compile without this machine's compiler cache (see below)
+#   --no-ccache compile and tidy without this machine's caches (see below)
 #   --keep      keep the root filesystem afterwards (its path is printed)
 #   --refresh   rebuild the cached base system instead of reusing it
 #   --mirror    the Debian mirror to use (default: the machine's, from its apt sources)
@@ -23,7 +23,9 @@
 # mounted at the fresh root's (/root/.cache/ccache), so a build that this machine has
 # compiled before takes a minute instead of seven. That hides no install step: ccache
 # keys an object on the compiler and on the content of every header it read, so a missing
-# package still fails the compile, and linking is never cached.
+# package still fails the compile, and linking is never cached. clang-tidy's cache of files
+# found clean (scripts/tidy.py) is mounted likewise, on the same grounds: its key is the
+# preprocessed source, so a missing header still fails the check.
 set -euo pipefail
 
 suite=bookworm
@@ -32,10 +34,10 @@ ready_timeout=2400 # s: installs, builds the release preset and the images first
 quick="" keep="" refresh="" mirror="" use_ccache=1
 
 # ---------------------------------------------------------------- inside the namespaces
-# Called by the outer half as: fresh-check.sh --inside ROOT QUICK CCACHE_DIR. PID 1 of a
-# new PID namespace, in a private mount namespace.
+# Called by the outer half as: fresh-check.sh --inside ROOT QUICK CCACHE_DIR TIDY_DIR. PID 1
+# of a new PID namespace, in a private mount namespace.
 if [ "${1:-}" = "--inside" ]; then
-  root="$2" quick="$3" ccache_dir="${4:-}"
+  root="$2" quick="$3" ccache_dir="${4:-}" tidy_dir="${5:-}"
   mount --bind "$root" "$root" # `ip netns exec` runs `mount --make-rslave /`: / must be a mount
   mount --make-private "$root"
   mount -t proc proc "$root/proc" # this PID namespace's /proc
@@ -49,6 +51,10 @@ if [ "${1:-}" = "--inside" ]; then
   if [ -n "$ccache_dir" ]; then # see "The machine's compiler cache" below
     mkdir -p "$root/root/.cache/ccache"
     mount --bind "$ccache_dir" "$root/root/.cache/ccache"
+  fi
+  if [ -n "$tidy_dir" ]; then
+    mkdir -p "$root/root/.cache/vibepit/tidy"
+    mount --bind "$tidy_dir" "$root/root/.cache/vibepit/tidy"
   fi
   exec chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -271,17 +277,21 @@ exit "$status"
 INSIDE
 sed -i "s/READY_TIMEOUT/$ready_timeout/g" "$root/fresh-check/inside.sh"
 
-ccache_dir=""
+ccache_dir="" tidy_dir=""
 if [ -n "$use_ccache" ] && command -v ccache >/dev/null; then
   ccache_dir="$(ccache -k cache_dir)"
   mkdir -p "$ccache_dir"
   say "compiling through this machine's compiler cache, $ccache_dir (--no-ccache: without)"
 fi
+if [ -n "$use_ccache" ]; then
+  tidy_dir="${XDG_CACHE_HOME:-$HOME/.cache}/vibepit/tidy"
+  mkdir -p "$tidy_dir"
+fi
 say "running the README's commands in $root"
 # --kill-child: if this script dies, the namespace's PID 1 gets SIGKILL and every process in
 # it goes too; the mount namespace (and /run/netns in it) goes with the last of them.
 unshare --mount --propagation private --pid --fork --kill-child -- \
-  "$self" --inside "$root" "$quick" "$ccache_dir" &
+  "$self" --inside "$root" "$quick" "$ccache_dir" "$tidy_dir" &
 inner_pid=$!
 rc=0
 wait "$inner_pid" || rc=$?

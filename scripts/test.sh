@@ -5,7 +5,8 @@
 #   asan     ASan+UBSan build: unit and integration tests
 #   tsan     TSan build: unit and integration tests
 #   fuzz     every libFuzzer target for a short run over its corpus
-# First, in seconds: clang-format and flake8 over the sources.
+# First, in seconds: clang-format and flake8 over the sources; after the release build,
+# clang-tidy over the libraries and programs.
 # Integration tests need root (network namespaces); the e2e tests need a Docker engine:
 # when none answers, this script starts dockerd, and stops it at the end. Whatever the
 # tests made on the engine (label dev.vibepit.test) is removed.
@@ -221,6 +222,31 @@ if [ -n "${VIBEPIT_TEST_NO_E2E:-}" ]; then
   stage release build 'integration|soak' -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON
 else
   stage release build 'integration|e2e|soak' -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON
+fi
+# clang-tidy (.clang-tidy) over the libraries and programs, on the release build's compile
+# commands. Files found clean before are remembered (scripts/tidy.py says how), so this
+# takes seconds on a machine that has checked vibepit before.
+tidy() {
+  local log="build/tidy.log" cache=""
+  python3 -m scripts.tidy --build-dir build 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  [[ "$(tail -1 "$log")" =~ (hits=[0-9]+\ misses=[0-9]+) ]] && cache="${BASH_REMATCH[1]}"
+  if [ "$rc" -eq 0 ]; then
+    summary+=("tidy: clean ($(tail -1 "$log" | sed 's/^tidy: //'))")
+  else
+    summary+=("tidy: FAILED (clang-tidy found the above, or could not run)")
+    failures+=("-- tidy --" "$(grep -E '(error|warning): ' "$log" | cut -c1-300 | head -n 20)")
+    failed=$((failed + 1))
+    status=1
+  fi
+  step_done tidy "$cache"
+}
+if [ -f build/compile_commands.json ]; then
+  tidy
+else
+  summary+=("tidy: not run (no release build)")
+  failed=$((failed + 1))
+  status=1
 fi
 if [ -n "$quick" ]; then
   summary+=("asan, tsan, fuzz: not run (--quick)")
