@@ -256,6 +256,31 @@ def start_module():
     return FakeInternet().start()
 
 
+class ModuleInternet:
+    """The fake internet a test module shares, started by its setUpModule and closed by its
+    tearDownModule; it stands for the FakeInternet (its name, its namespace) in between:
+
+        INTERNET = h.ModuleInternet()
+        setUpModule, tearDownModule = INTERNET.start, INTERNET.close
+    """
+
+    def __init__(self):
+        self.internet = None
+
+    def start(self):
+        self.internet = start_module()
+
+    def close(self):
+        if self.internet:
+            self.internet.close()
+            self.internet = None
+
+    def __getattr__(self, name):
+        if self.internet is None:
+            raise AttributeError("the module's fake internet is not started: " + name)
+        return getattr(self.internet, name)
+
+
 def left_over(label_selector):
     """Containers and networks that still carry the label."""
     out = []

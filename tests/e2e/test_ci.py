@@ -12,23 +12,14 @@ import xml.etree.ElementTree as ET
 
 from tests.e2e import e2e_harness as h
 
-INTERNET = None
+INTERNET = h.ModuleInternet()
+setUpModule, tearDownModule = INTERNET.start, INTERNET.close
 SCHEMA = os.path.join(h.REPO, "docs", "ci-report.schema.json")
 DNS = ["--upstream-dns", h.DNS_ADDR]
 
 # Bash for the jobs: `connect HOST:PORT` prints the proxy's status for a CONNECT to it.
 PRELUDE = ("connect() { curl -s -o /dev/null --max-time 5 -w '%{http_connect}' -p "
            "\"http://$1/\" || true; }\n")
-
-
-def setUpModule():
-    global INTERNET
-    INTERNET = h.start_module()
-
-
-def tearDownModule():
-    if INTERNET:
-        INTERNET.close()
 
 
 class CiTest(unittest.TestCase):

@@ -11,17 +11,8 @@ import unittest
 
 from tests.e2e import e2e_harness as h
 
-INTERNET = None
-
-
-def setUpModule():
-    global INTERNET
-    INTERNET = h.start_module()
-
-
-def tearDownModule():
-    if INTERNET:
-        INTERNET.close()
+INTERNET = h.ModuleInternet()
+setUpModule, tearDownModule = INTERNET.start, INTERNET.close
 
 
 class GitShieldTest(unittest.TestCase):

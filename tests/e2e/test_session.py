@@ -12,19 +12,10 @@ import unittest
 from tests.e2e import e2e_harness as h
 from tests.integration.harness import fake_dns
 
-INTERNET = None
+INTERNET = h.ModuleInternet()
+setUpModule, tearDownModule = INTERNET.start, INTERNET.close
 RULES = ["-a", "allowed.test:80", "-a", "rebind-private.test:80", "--allow-dns", "allowed.test",
          "--upstream-dns", h.DNS_ADDR]
-
-
-def setUpModule():
-    global INTERNET
-    INTERNET = h.start_module()
-
-
-def tearDownModule():
-    if INTERNET:
-        INTERNET.close()
 
 
 def query_bytes(name, qtype=1):
