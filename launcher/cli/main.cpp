@@ -36,6 +36,18 @@ void add_session_options(CLI::App* cmd, std::vector<std::string>& allow_http,
       ->allow_extra_args(false);
   cmd->add_option("--sessions-dir", s.sessions_root,
                   "where sessions live (default: $XDG_STATE_HOME/vibepit/sessions)");
+  cmd->add_option_function<std::string>(
+         "--user", [&s](const std::string& v) { s.user = vibepit::launcher::parse_user_option(v); },
+         "run the agent as UID[:GID] (default: vibepit's own user; as root, the project's "
+         "owner)")
+      ->check([](const std::string& v) {
+        try {
+          vibepit::launcher::parse_user_option(v);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
 }
 
 int run(int argc, char** argv) {

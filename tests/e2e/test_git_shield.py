@@ -165,8 +165,7 @@ class GitShieldTest(unittest.TestCase):
     def test_commits_come_back_when_vibepit_runs_as_root(self):
         # `sudo vibepit run`: root's state directory is closed to the project's owner, whose
         # git brings the commits back: the copy must be reachable for that fetch all the same.
-        # Run as root, vibepit's sandbox user is 1000 (until it takes the project's owner):
-        # the project is theirs here.
+        # Run as root, vibepit runs the agent as the project's owner: 1000 here.
         for root, dirs, files in os.walk(self.ws.project):
             for n in dirs + files + ["."]:
                 os.lchown(os.path.join(root, n), 1000, 1000)

@@ -34,6 +34,8 @@ constexpr const char* kLogDirInContainer = "/var/log/vibepit";
 constexpr const char* kRoleSessionHome = "session-home";
 constexpr const char* kRoleCacheHome = "cache-home";
 constexpr const char* kCacheKeyLabel = "dev.vibepit.cache-key";
+// The agent user a kept home was made for (its files are that uid's).
+constexpr const char* kHomeUidLabel = "dev.vibepit.uid";
 
 void write_public_file(const fs::path& p, const std::string& text) {
   std::ofstream o(p, std::ios::binary | std::ios::trunc);
@@ -333,19 +335,27 @@ std::string Session::home_volume() {
         {{"Name", "vibepit-home-" + spec_.id}, {"Labels", labels(kRoleSessionHome)}});
     return v.value("Name", "");
   }
-  // The project's home, or one of its named caches: kept, found by label.
+  // The project's home, or one of its named caches: kept, found by label, one per agent
+  // user. Docker fills a new volume from the image, so a home belongs to the user the
+  // image was built for; an agent user of its own gets a home of its own (else HOME would
+  // be someone else's and closed to it). Homes made before they carried the user's id
+  // belong to the user that vibepit chose then: its own, or 1000 under root.
   const bool cache = spec_.home == SessionSpec::Home::cache;
   const std::string role = cache ? kRoleCacheHome : "home";
+  const std::string uid = std::to_string(spec_.uid);
+  const std::string unlabelled_uid = std::to_string(::getuid() != 0 ? ::getuid() : 1000);
   for (const auto& v :
        docker_.volumes_by_label(std::string(docker::label::kProject) + "=" + spec_.project.hash)) {
     if (!v.contains("Labels") || !v["Labels"].is_object()) continue;
     const auto& l = v["Labels"];
     if (l.value(docker::label::kRole, "") == role &&
-        (!cache || l.value(kCacheKeyLabel, "") == spec_.home_cache_key))
+        (!cache || l.value(kCacheKeyLabel, "") == spec_.home_cache_key) &&
+        l.value(kHomeUidLabel, unlabelled_uid) == uid)
       return v.value("Name", "");
   }
   auto l = labels(role);
-  std::string name = "vibepit-home-" + spec_.project.hash;
+  l[kHomeUidLabel] = uid;
+  std::string name = "vibepit-home-" + spec_.project.hash + "-u" + uid;
   if (cache) {
     l[kCacheKeyLabel] = spec_.home_cache_key;
     name += "-cache-" + sha256_hex(spec_.home_cache_key).substr(0, 16);

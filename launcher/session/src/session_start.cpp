@@ -138,6 +138,9 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
                              const Report& report,
                              const std::function<void(const std::string&)>& on_id,
                              const std::function<void(const char*)>& after_step) {
+  // Who the agent is, decided first: a refusal leaves nothing behind.
+  const AgentUser agent =
+      choose_agent_user(agent_user_facts(req.project.root.string(), req.sandbox.user));
   SessionSpec spec;
   spec.project = req.project;
   spec.allow_http = req.rules.allow_http;
@@ -156,8 +159,8 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   spec.decision_ring = req.sandbox.test_decision_ring;
   spec.decision_log_max_bytes = req.sandbox.test_log_max_bytes;
   auto user = sandbox_options_for_invoker();
-  spec.uid = ::getuid() == 0 ? user.uid : ::getuid();
-  spec.gid = ::getuid() == 0 ? user.gid : ::getgid();
+  user.uid = spec.uid = agent.uid;
+  user.gid = spec.gid = agent.gid;
 
   auto proxy = ensure_proxy_image(docker, find_proxy_binary(), report);
   spec.proxy_image = proxy.tag;

@@ -4,6 +4,7 @@
 // this terminal.
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "vibepit/launcher/host/project.hpp"
 #include "vibepit/launcher/images/images.hpp"
 #include "vibepit/launcher/rules/network_file.hpp"
+#include "vibepit/launcher/session/agent_user.hpp"
 #include "vibepit/launcher/session/session.hpp"
 #include "vibepit/policy/snapshot.hpp"
 
@@ -24,6 +26,7 @@ struct SandboxSettings {
   std::vector<std::string> upstream_dns;  // empty: the host's resolvers
   std::string egress_network;             // test-only (VIBEPIT_TEST_EGRESS_NETWORK)
   std::filesystem::path sessions_root;    // empty: $XDG_STATE_HOME/vibepit/sessions
+  std::optional<AgentUser> user;          // --user; else agent_user.hpp's rule
   // Test-only (VIBEPIT_TEST_DECISION_RING, VIBEPIT_TEST_DECISION_LOG_MAX_BYTES): the
   // proxy's decision-ring and decision-log-max-bytes, so a test can make a ring evict or a
   // log rotate with a few hundred requests. 0: the proxy's defaults.
