@@ -75,6 +75,17 @@ class OwnerTest(unittest.TestCase):
         self.assertEqual(r.stdout.split()[:2], [str(OWNER), "4322"], r.stderr)
         self.assert_owned(OWNER, 4322)
 
+    def test_programs_find_the_user(self):
+        # The default image has the agent's uid and gid as `code`, also for a --user whose
+        # GID is not its UID: what looks the user or the group up finds them, and the home
+        # in /etc/passwd is the one HOME names.
+        chown_tree(self.ws.project, OWNER, 4322)
+        job = 'id -un; whoami; id -gn; getent passwd "$(id -u)" | cut -d: -f6; echo "$HOME"'
+        r = self.ws.vibepit(INTERNET, ["run", "-T", "-q", "--user", "%d:4322" % OWNER] + DNS +
+                            ["--", "bash", "-c", job], timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["code"] * 3 + ["/home/code"] * 2, r.stderr)
+
     def test_a_new_owner_gets_a_home_of_its_own(self):
         # The project's home is kept between sessions; it was filled for 4321, and 4322, who
         # owns the project now, could not write it.
