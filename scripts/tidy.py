@@ -12,8 +12,8 @@ by a hash of everything its result depends on: the content of the source and of 
 header it includes (the build's own record of them, `ninja -t deps`; a file the build has
 not compiled is preprocessed instead), the compile flags, .clang-tidy and clang-tidy's
 version, with the checkout's path taken out so that a fresh clone elsewhere finds what an
-earlier one checked. Only clean results
-are kept: a file with warnings is checked again on every run. The last line says how many
+earlier one checked. Only clean results are kept: a file with warnings is checked again on
+every run. The last line says how many
 came from that cache ("hits=H misses=M", as scripts/test.sh reports for ccache).
 """
 

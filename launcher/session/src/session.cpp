@@ -343,7 +343,8 @@ std::string Session::home_volume() {
   const bool cache = spec_.home == SessionSpec::Home::cache;
   const std::string role = cache ? kRoleCacheHome : "home";
   const std::string uid = std::to_string(spec_.uid);
-  const std::string unlabelled_uid = std::to_string(::getuid() != 0 ? ::getuid() : 1000);
+  const std::string unlabelled_uid =
+      std::to_string(::getuid() != 0 ? ::getuid() : SandboxImageOptions{}.uid);
   for (const auto& v :
        docker_.volumes_by_label(std::string(docker::label::kProject) + "=" + spec_.project.hash)) {
     if (!v.contains("Labels") || !v["Labels"].is_object()) continue;

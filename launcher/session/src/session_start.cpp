@@ -158,7 +158,7 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   spec.home_cache_key = req.home_cache_key;
   spec.decision_ring = req.sandbox.test_decision_ring;
   spec.decision_log_max_bytes = req.sandbox.test_log_max_bytes;
-  auto user = sandbox_options_for_invoker();
+  SandboxImageOptions user;
   user.uid = spec.uid = agent.uid;
   user.gid = spec.gid = agent.gid;
 
