@@ -77,14 +77,35 @@ class OwnerTest(unittest.TestCase):
 
     def test_programs_find_the_user(self):
         # The default image has the agent's uid and gid as `code`, also for a --user whose
-        # GID is not its UID: what looks the user or the group up finds them, and the home
-        # in /etc/passwd is the one HOME names.
+        # GID is not its UID: what looks the user or the group up finds them, the home in
+        # /etc/passwd is the one HOME names, and the tools an agent uses work as that user
+        # (git commits with the image's identity; npm, pip --user and ssh-keygen, offline).
         chown_tree(self.ws.project, OWNER, 4322)
-        job = 'id -un; whoami; id -gn; getent passwd "$(id -u)" | cut -d: -f6; echo "$HOME"'
+        job = r"""set -e
+id -un; whoami; id -gn; getent passwd "$(id -u)" | cut -d: -f6; echo "$HOME"
+cd /tmp && git init -q r && cd r && git commit -q --allow-empty -m x
+git log -1 --format='%an|%ae'
+ssh-keygen -q -t ed25519 -N '' -f /tmp/id_t && ssh-keygen -l -f /tmp/id_t.pub | cut -d' ' -f3
+mkdir /tmp/dep /tmp/app && echo '{"name":"dep","version":"1.0.0"}' > /tmp/dep/package.json
+cd /tmp/app && npm init -y >/dev/null && npm install -s --offline --no-audit --no-fund /tmp/dep
+node -p 'require("dep/package.json").name'
+mkdir /tmp/pkg && echo 'X = 42' > /tmp/pkg/vpdemo.py
+printf 'from setuptools import setup\nsetup(name="vpdemo", version="1", py_modules=["vpdemo"])\n' \
+  > /tmp/pkg/setup.py
+python3 -m pip install -q --user --no-index --no-build-isolation --break-system-packages \
+  /tmp/pkg 2>/dev/null
+cd / && python3 -c 'import vpdemo; print(vpdemo.X)'
+stat -c %u:%g "$HOME" "$HOME/.local/lib" "$HOME/.npm"
+"""
         r = self.ws.vibepit(INTERNET, ["run", "-T", "-q", "--user", "%d:4322" % OWNER] + DNS +
                             ["--", "bash", "-c", job], timeout=300)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout.split(), ["code"] * 3 + ["/home/code"] * 2, r.stderr)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        owned = "%d:4322" % OWNER
+        self.assertEqual(r.stdout.splitlines(),
+                         ["code"] * 3 + ["/home/code"] * 2 +
+                         ["vibepit agent|code@vibepit.invalid", "code@vibepit",  # ssh-keygen -l
+                          "dep", "42", owned, owned, owned],
+                         r.stderr)
 
     def test_a_new_owner_gets_a_home_of_its_own(self):
         # The project's home is kept between sessions; it was filled for 4321, and 4322, who

@@ -60,6 +60,26 @@ bool has_mounts_under(const fs::path& dir) {
   return false;
 }
 
+// Run `argv`, each line of its output to `report`; throws naming `what`, its exit status and
+// last line (and `more`) when it fails.
+void run_reporting(const std::vector<std::string>& argv, const std::string& what,
+                   const std::string& more, const Report& report) {
+  Child child(argv, Child::Output::pipe_with_stderr);
+  std::string pending, tail;
+  char buf[4096];
+  while (std::size_t n = child.read(buf, sizeof buf)) {
+    pending.append(buf, n);
+    for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
+      std::string line = pending.substr(0, nl);
+      pending.erase(0, nl + 1);
+      if (report) report(line);
+      tail = line;
+    }
+  }
+  if (int rc = child.wait(); rc != 0)
+    throw std::runtime_error(what + " failed (exit " + std::to_string(rc) + "): " + tail + more);
+}
+
 // The debootstrap base image: Debian 12 minbase with the sandbox's packages, imported.
 std::string debootstrap_base(docker::Client& docker, const SandboxImageOptions& opts,
                              const Report& report) {
@@ -85,26 +105,17 @@ std::string debootstrap_base(docker::Client& docker, const SandboxImageOptions& 
     }
   } cleanup{target};
   if (report) report("debootstrap bookworm (" + joined + ") from " + opts.mirror);
-  {
-    Child boot({"debootstrap", "--variant=minbase", "--include=" + joined, "bookworm",
-                target.string(), opts.mirror},
-               Child::Output::pipe_with_stderr);
-    std::string pending, tail;
-    char buf[4096];
-    while (std::size_t n = boot.read(buf, sizeof buf)) {
-      pending.append(buf, n);
-      for (auto nl = pending.find('\n'); nl != std::string::npos; nl = pending.find('\n')) {
-        std::string line = pending.substr(0, nl);
-        pending.erase(0, nl + 1);
-        if (report) report(line);
-        tail = line;
-      }
-    }
-    if (int rc = boot.wait(); rc != 0)
-      throw std::runtime_error("debootstrap failed (exit " + std::to_string(rc) + "): " + tail +
-                               " (its log: " + (target / "debootstrap/debootstrap.log").string() +
-                               ")");
-  }
+  const std::string log = " (its log: " + (target / "debootstrap/debootstrap.log").string() + ")";
+  run_reporting({"debootstrap", "--variant=minbase", "bookworm", target.string(), opts.mirror},
+                "debootstrap", log, report);
+  // The packages with apt in the new root: debootstrap's --include resolves dependencies too
+  // simply for nodejs and npm.
+  std::vector<std::string> install = {
+      "chroot",  target.string(), "env", "DEBIAN_FRONTEND=noninteractive",
+      "apt-get", "install",       "-y",  "--no-install-recommends"};
+  install.insert(install.end(), packages.begin(), packages.end());
+  run_reporting(install, "apt-get install in the new root", "", report);
+  run_reporting({"chroot", target.string(), "apt-get", "clean"}, "apt-get clean", "", report);
   if (report) report("importing the root filesystem as " + ref);
   // Package caches and index files are left out: apt in the sandbox has no network anyway.
   Child tar({"tar", "--numeric-owner", "--exclude=./var/cache/apt/archives/*.deb",
@@ -261,6 +272,7 @@ std::string build_sandbox_image(docker::Client& docker, const SandboxImageOption
   if (report) report("building " + tag + " FROM " + base);
   docker::TarWriter ctx;
   ctx.add_file("Dockerfile", embedded("sandbox/Dockerfile"));
+  ctx.add_file("packages", embedded("sandbox/packages"));
   docker.image_build(
       ctx.finish(), tag,
       with_test_label({{kImageLabel, "sandbox"},
