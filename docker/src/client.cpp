@@ -1,5 +1,6 @@
 #include "vibepit/docker/client.hpp"
 
+#include <cstdlib>
 #include <memory>
 
 namespace vibepit::docker {
@@ -24,15 +25,42 @@ const std::vector<Header> kUpgrade = {{"Connection", "Upgrade"}, {"Upgrade", "tc
 
 }  // namespace
 
+const EngineTraits& traits_of(EngineKind kind) {
+  static constexpr EngineTraits kDocker{"", false};
+  static constexpr EngineTraits kPodman{"localhost/", true};
+  return kind == EngineKind::podman ? kPodman : kDocker;
+}
+
 Client::Client(ClientOptions opts) : opts_(std::move(opts)) {}
 
-ClientOptions Client::options_from_env() {
-  ClientOptions o;
-  o.socket_path = socket_path_from_docker_host(std::getenv("DOCKER_HOST"));
-  return o;
+Client Client::connect_first(const std::vector<std::string>& sockets, ClientOptions base) {
+  std::string tried;
+  for (const auto& path : sockets) {
+    base.socket_path = path;
+    Client c(base);
+    try {
+      c.negotiate();
+      return c;
+    } catch (const DockerError& e) {
+      if (e.kind() != ErrorKind::unavailable) throw;
+      tried += std::string("\n  ") + e.what();
+    }
+  }
+  throw DockerError(ErrorKind::unavailable,
+                    "no container engine answered:" + tried +
+                        "\nStart Docker (`systemctl start docker`) or Podman's API service "
+                        "(`systemctl start podman.socket`; rootless: `systemctl --user start "
+                        "podman.socket`), or name its socket in DOCKER_HOST=unix:///PATH");
+}
+
+Client Client::connect_from_env() {
+  return connect_first(engine_sockets(std::getenv("DOCKER_HOST"), std::getenv("XDG_RUNTIME_DIR")));
 }
 
 std::string Client::prefixed(const std::string& path) const {
+  // Podman's own API, where its Docker API falls short, is spoken as Podman 4.0's (Debian 12
+  // ships 4.3).
+  if (path.rfind("/libpod/", 0) == 0) return "/v4.0.0" + path;
   return "/v" + api_.to_string() + path;
 }
 
@@ -76,8 +104,9 @@ VersionInfo Client::negotiate() {
     auto body = c->read_body_all(4096);
     if (head.status != 200)
       throw DockerError(kind_for_status(head.status),
-                        "the Docker daemon's /_ping answered HTTP " + std::to_string(head.status) +
-                            ": " + daemon_error_message(head.status, body),
+                        "the container engine's /_ping answered HTTP " +
+                            std::to_string(head.status) + ": " +
+                            daemon_error_message(head.status, body),
                         head.status);
   }
   auto c = open(opts_.timeout);
@@ -92,8 +121,14 @@ VersionInfo Client::negotiate() {
   v.min_api_version = j.value("MinAPIVersion", "");
   v.os = j.value("Os", "");
   v.arch = j.value("Arch", "");
+  if (const auto it = j.find("Components"); it != j.end() && it->is_array())
+    for (const auto& comp : *it)
+      if (comp.is_object() && comp.value("Name", "") == "Podman Engine")
+        v.engine = EngineKind::podman;
+  v.socket = opts_.socket_path;
   v.negotiated = negotiate_api(v.api_version, v.min_api_version);
   api_ = v.negotiated;
+  version_ = v;
   return v;
 }
 
@@ -190,7 +225,17 @@ std::string Client::image_import(const SourceFn& source, const std::string& repo
   c->write_chunk({});
   auto head = c->read_head("POST");
   if (head.status >= 400) throw_for(*c, head);
-  return progress_stream(*c, progress);
+  // The answer's status line is the new image's id. Podman's import ignores `tag` (naming the
+  // image REPO:latest), so the image is tagged again by that id, which both engines take.
+  std::string id;
+  auto id_and_progress = [&](const Progress& p) {
+    if (p.text.rfind("sha256:", 0) == 0) id = p.text;
+    if (progress) progress(p);
+  };
+  progress_stream(*c, id_and_progress);
+  if (id.empty()) throw DockerError(ErrorKind::protocol, "the import answered no image id");
+  post("/images/" + q(id) + "/tag?repo=" + q(repo) + "&tag=" + q(tag));
+  return id;
 }
 
 void Client::image_pull(const std::string& image, const ProgressFn& progress) {
@@ -215,6 +260,20 @@ std::vector<Json> Client::images_by_label(const std::string& label) {
 }
 
 std::string Client::network_create(const Json& spec) {
+  if (traits().internal_network_via_libpod && spec.value("Internal", false)) {
+    Json body = {{"name", spec.value("Name", "")},
+                 {"driver", "bridge"},
+                 {"internal", true},
+                 {"dns_enabled", false},
+                 {"ipv6_enabled", false},
+                 {"subnets", Json::array()},
+                 {"labels", spec.value("Labels", Json::object())}};
+    if (const auto* ipam = spec.contains("IPAM") ? &spec["IPAM"] : nullptr;
+        ipam != nullptr && ipam->contains("Config") && (*ipam)["Config"].is_array())
+      for (const auto& c : (*ipam)["Config"])
+        body["subnets"].push_back({{"subnet", c.value("Subnet", "")}});
+    return post("/libpod/networks/create", body).value("id", "");
+  }
   auto j = post("/networks/create", spec);
   return j.value("Id", "");
 }

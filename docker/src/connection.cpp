@@ -42,7 +42,7 @@ std::size_t run_bounded(asio::io_context& io, Socket& sock, std::chrono::millise
     io.restart();
     io.run();
     throw DockerError(ErrorKind::timeout,
-                      "the Docker daemon did not answer within " +
+                      "the container engine did not answer within " +
                           std::to_string(timeout.count() / 1000.0).substr(0, 4) + " s (" + what +
                           ")");
   }
@@ -66,21 +66,22 @@ Connection::Connection(const std::string& socket_path, std::chrono::milliseconds
                           [handler](const std::error_code& e) mutable { handler(e, 0); });
     });
   } catch (const std::system_error& e) {
-    std::string hint;
+    std::string why;
     // Asio reports connect failures as errno values in its system category.
     const int err = e.code().value();
-    if (err == ENOENT || err == ECONNREFUSED)
-      hint =
-          ": is the Docker daemon running? (start it with `dockerd` or `systemctl start "
-          "docker`)";
+    if (err == ENOENT)
+      why = "no such socket";
+    else if (err == ECONNREFUSED)
+      why = "nothing listens there";
     else if (err == EACCES)
-      hint = ": permission denied (are you in the docker group?)";
+      why = "permission denied (for Docker: are you in the docker group?)";
     else
-      hint = ": " + e.code().message();
-    throw DockerError(ErrorKind::unavailable, "cannot reach the Docker daemon at " + path_ + hint);
+      why = e.code().message();
+    throw DockerError(ErrorKind::unavailable,
+                      "cannot reach a container engine at " + path_ + ": " + why);
   } catch (const DockerError& e) {
     throw DockerError(ErrorKind::unavailable,
-                      "cannot reach the Docker daemon at " + path_ + ": " + e.what());
+                      "cannot reach a container engine at " + path_ + ": " + e.what());
   }
 }
 
@@ -114,7 +115,7 @@ void Connection::write(std::string_view data) {
     });
   } catch (const std::system_error& e) {
     throw DockerError(ErrorKind::unavailable,
-                      "the Docker daemon closed the connection (" + e.code().message() + ")");
+                      "the container engine closed the connection (" + e.code().message() + ")");
   }
 }
 
@@ -139,7 +140,7 @@ std::size_t Connection::fill() {
   } catch (const std::system_error& e) {
     buf_.resize(old);
     throw DockerError(ErrorKind::unavailable,
-                      "the Docker daemon closed the connection (" + e.code().message() + ")");
+                      "the container engine closed the connection (" + e.code().message() + ")");
   } catch (...) {
     buf_.resize(old);
     throw;
@@ -150,7 +151,7 @@ std::size_t Connection::fill() {
 }
 
 void Connection::fail_protocol(const std::string& what) {
-  throw DockerError(ErrorKind::protocol, "unexpected answer from the Docker daemon: " + what);
+  throw DockerError(ErrorKind::protocol, "unexpected answer from the container engine: " + what);
 }
 
 Response Connection::read_head(std::string_view method) {

@@ -69,6 +69,19 @@ std::string socket_path_from_docker_host(const char* docker_host) {
                         "DOCKER_HOST or point it at unix:///var/run/docker.sock");
 }
 
+const char* to_string(EngineKind kind) {
+  return kind == EngineKind::podman ? "podman" : "docker";
+}
+
+std::vector<std::string> engine_sockets(const char* docker_host, const char* xdg_runtime_dir) {
+  if (docker_host != nullptr && *docker_host != '\0')
+    return {socket_path_from_docker_host(docker_host)};
+  std::vector<std::string> out = {kDefaultSocket, kPodmanRootfulSocket};
+  if (xdg_runtime_dir != nullptr && xdg_runtime_dir[0] == '/')
+    out.push_back(std::string(xdg_runtime_dir) + "/podman/podman.sock");
+  return out;
+}
+
 std::string ApiVersion::to_string() const {
   return std::to_string(major) + "." + std::to_string(minor);
 }
@@ -87,15 +100,15 @@ std::optional<ApiVersion> parse_api_version(std::string_view text) {
 ApiVersion negotiate_api(std::string_view server, std::string_view server_min) {
   auto have = parse_api_version(server);
   if (!have)
-    throw DockerError(ErrorKind::protocol, "the Docker daemon reported API version \"" +
+    throw DockerError(ErrorKind::protocol, "the container engine reported API version \"" +
                                                std::string(server) +
                                                "\", which is not MAJOR.MINOR");
   if (*have < kMinimumApi)
-    throw DockerError(ErrorKind::unsupported, "the Docker daemon speaks API " + have->to_string() +
-                                                  "; vibepit needs " + kMinimumApi.to_string() +
-                                                  " or newer (Docker Engine 20.10+)");
+    throw DockerError(ErrorKind::unsupported,
+                      "the container engine speaks API " + have->to_string() + "; vibepit needs " +
+                          kMinimumApi.to_string() + " or newer (Docker Engine 20.10+)");
   if (auto min = parse_api_version(server_min); min && *min > kPreferredApi)
-    throw DockerError(ErrorKind::unsupported, "the Docker daemon no longer speaks API " +
+    throw DockerError(ErrorKind::unsupported, "the container engine no longer speaks API " +
                                                   kPreferredApi.to_string() + " (its oldest is " +
                                                   min->to_string() + ")");
   return *have < kPreferredApi ? *have : kPreferredApi;
@@ -110,7 +123,7 @@ std::string daemon_error_message(int status, std::string_view body) {
   std::string text(body.substr(0, 500));
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
     text.pop_back();
-  if (text.empty()) return "the Docker daemon answered HTTP " + std::to_string(status);
+  if (text.empty()) return "the container engine answered HTTP " + std::to_string(status);
   return text;
 }
 

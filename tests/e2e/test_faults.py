@@ -141,6 +141,7 @@ class FaultTest(unittest.TestCase):
         self.assertNotIn("DIRECT-OPEN", r.stdout)
         r = self.ws.vibepit(INTERNET, ["status"])
         self.assertIn("proxy exited: the sandbox has no egress", r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"^engine: (docker|podman) \S+ \(API 1\.\d+\) at /\S+\n")
         p.send_signal(signal.SIGTERM)
         p.wait(60)
         p.stdout.close()

@@ -261,7 +261,6 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
   sigemptyset(&set);
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
   ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  g_stop.docker = docker::Client::options_from_env();
   std::thread(watch_signals, set).detach();
   auto check_stop = [] {
     if (g_stop.signal.load() != 0) throw Interrupted();
@@ -295,7 +294,11 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
     // A job's home does not outlive it, unless the pipeline names a cache to keep.
     req.home = o.cache_home.empty() ? SessionSpec::Home::session : SessionSpec::Home::cache;
     req.home_cache_key = o.cache_home;
-    docker.emplace(connect_docker());
+    docker.emplace(connect_engine());
+    {
+      std::lock_guard lock(g_stop.mu);
+      g_stop.docker = docker->options();
+    }
     const fs::path root = o.sandbox.sessions_root.empty() ? control::default_sessions_root()
                                                           : o.sandbox.sessions_root;
     started = start_session(

@@ -385,11 +385,18 @@ int cmd_status(const Common& c, std::ostream& out, std::ostream& err) {
   // Container state for sessions vibepit run started; standalone proxies have none, and
   // a machine without Docker still gets the proxies' own answers.
   std::map<std::string, DockerSession> containers;
+  std::string engine;
   try {
-    auto docker = connect_docker();
+    auto docker = connect_engine();
+    const auto& v = docker.version();
+    engine = std::string(docker::to_string(v.engine)) + " " + v.version + " (API " +
+             v.negotiated.to_string() + ") at " + v.socket;
     containers = docker_sessions(docker);
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    const std::string why = e.what();
+    engine = "none answered (" + why.substr(0, why.find('\n')) + ")";
   }
+  if (!c.json) out << "engine: " << engine << "\n";
   json rows = json::array();
   std::size_t silent = 0;
   for (const auto& dir : live_sessions(root)) {

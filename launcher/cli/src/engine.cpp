@@ -6,10 +6,8 @@
 
 namespace vibepit::launcher {
 
-docker::Client connect_docker() {
-  docker::Client c(docker::Client::options_from_env());
-  c.negotiate();
-  return c;
+docker::Client connect_engine() {
+  return docker::Client::connect_from_env();
 }
 
 Report status_reporter(std::ostream& err, bool quiet, bool color) {

@@ -231,8 +231,8 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     const char* home = std::getenv("HOME");
     auto project =
         resolve_project(o.path, home ? home : "", state_dir_for(o.sandbox.sessions_root));
-    g.docker = docker::Client::options_from_env();
-    auto docker = connect_docker();
+    auto docker = connect_engine();
+    g.docker = docker.options();
     // One set-up at a time per project: a second vibepit run waits here, then finds the
     // first one's sandbox running and joins it instead of starting another session.
     ProjectLock project_lock(state_dir_for(o.sandbox.sessions_root), project);

@@ -87,7 +87,7 @@ std::string debootstrap_base(docker::Client& docker, const SandboxImageOptions& 
   std::string joined;
   for (const auto& p : packages) joined += (joined.empty() ? "" : ",") + p;
   const std::string tag = "bookworm-" + sha256_hex(joined).substr(0, 12);
-  std::string ref = "vibepit-base:" + tag;
+  std::string ref = docker.local_image("vibepit-base:" + tag);
   if (docker.image_inspect(ref)) return ref;
   if (::geteuid() != 0)
     throw std::runtime_error(
@@ -129,7 +129,7 @@ std::string debootstrap_base(docker::Client& docker, const SandboxImageOptions& 
         out.resize(n);
         return n > 0;
       },
-      "vibepit-base", tag,
+      docker.local_image("vibepit-base"), tag,
       {std::string("LABEL ") + kImageLabel + "=base" +
            (std::getenv("VIBEPIT_TEST_LABEL")
                 ? std::string(" dev.vibepit.test=") + std::getenv("VIBEPIT_TEST_LABEL")
@@ -208,7 +208,7 @@ ProxyImage ensure_proxy_image(docker::Client& docker, const fs::path& binary,
   }
   const std::string digest = h.hex();
   ProxyImage img;
-  img.tag = "vibepit-proxy:" + digest.substr(0, 16);
+  img.tag = docker.local_image("vibepit-proxy:" + digest.substr(0, 16));
   if (auto j = docker.image_inspect(img.tag)) {
     img.size = j->value("Size", std::int64_t{0});
     return img;
@@ -268,7 +268,7 @@ std::string build_sandbox_image(docker::Client& docker, const SandboxImageOption
   }
   const bool from_slim = !base.empty();
   if (!from_slim) base = debootstrap_base(docker, opts, report);
-  std::string tag = sandbox_image_tag(opts.uid, opts.gid);
+  std::string tag = docker.local_image(sandbox_image_tag(opts.uid, opts.gid));
   if (report) report("building " + tag + " FROM " + base);
   docker::TarWriter ctx;
   ctx.add_file("Dockerfile", embedded("sandbox/Dockerfile"));

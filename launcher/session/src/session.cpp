@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <stdexcept>
 #include <string_view>
 #include <thread>
+#include <tuple>
 
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/docker/wire.hpp"
@@ -36,6 +38,25 @@ constexpr const char* kRoleCacheHome = "cache-home";
 constexpr const char* kCacheKeyLabel = "dev.vibepit.cache-key";
 // The agent user a kept home was made for (its files are that uid's).
 constexpr const char* kHomeUidLabel = "dev.vibepit.uid";
+
+// The open-files and process limits of a session's containers, at most what this host gives
+// vibepit: the proxy raises its soft open-files limit to the hard one, and the processes
+// are bounded by PidsLimit already (RLIMIT_NPROC counts the uid's processes host-wide; 2^15
+// leaves the user's own room). Set, because engines differ when they are not: Docker
+// passes on its own limits, Podman asks for 2^20 files and 2^22 processes, which a host that
+// denies the engine CAP_SYS_RESOURCE refuses.
+Json session_ulimits() {
+  Json out = Json::array();
+  for (const auto& [name, resource, cap] : {std::tuple{"nofile", RLIMIT_NOFILE, rlim_t{1} << 20},
+                                            std::tuple{"nproc", RLIMIT_NPROC, rlim_t{1} << 15}}) {
+    rlimit rl{};
+    rlim_t n = cap;
+    if (::getrlimit(resource, &rl) == 0 && rl.rlim_max < n) n = rl.rlim_max;
+    const auto v = static_cast<std::int64_t>(n);
+    out.push_back({{"Name", name}, {"Soft", v}, {"Hard", v}});
+  }
+  return out;
+}
 
 void write_public_file(const fs::path& p, const std::string& text) {
   std::ofstream o(p, std::ios::binary | std::ios::trunc);
@@ -151,7 +172,12 @@ void Session::create_networks() {
         chosen = *s;
         return id;
       } catch (const docker::DockerError& e) {
-        if (std::string(e.what()).find("overlap") == std::string::npos) throw;
+        // Docker: "Pool overlaps with other one on this address space"; Podman: "subnet S
+        // is already used on the host or by another config".
+        const std::string why = e.what();
+        if (why.find("overlap") == std::string::npos &&
+            why.find("already used") == std::string::npos)
+          throw;
         taken.push_back(*s);
       }
     }
@@ -254,6 +280,7 @@ std::string Session::start_proxy(const control::PeerCredentials& server) {
         {"CapDrop", {"ALL"}},
         {"SecurityOpt", {"no-new-privileges"}},
         {"PidsLimit", 64},
+        {"Ulimits", session_ulimits()},
         {"Memory", 512LL << 20},
         {"MemorySwap", 512LL << 20},
         // Port 53 without CAP_NET_BIND_SERVICE: the sysctl is per network namespace.
@@ -390,6 +417,7 @@ std::string Session::create_sandbox() {
         {"SecurityOpt", {"no-new-privileges"}},
         {"Init", true},
         {"PidsLimit", 1024},
+        {"Ulimits", session_ulimits()},
         {"Memory", spec_.memory},
         {"MemorySwap", spec_.memory},
         {"Dns", {proxy_ip_}},

@@ -165,7 +165,7 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   auto proxy = ensure_proxy_image(docker, find_proxy_binary(), report);
   spec.proxy_image = proxy.tag;
   if (req.sandbox.image.empty()) {
-    spec.sandbox_image = sandbox_image_tag(user.uid, user.gid);
+    spec.sandbox_image = docker.local_image(sandbox_image_tag(user.uid, user.gid));
     if (!docker.image_inspect(spec.sandbox_image)) {
       if (report) report("building the default sandbox image (first use)");
       user.no_pull = true;

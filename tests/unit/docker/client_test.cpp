@@ -93,7 +93,7 @@ TEST(DockerClient, DaemonErrorsAreTypedAndKeepTheMessage) {
     FAIL();
   } catch (const DockerError& e) {
     EXPECT_EQ(e.kind(), ErrorKind::server);
-    EXPECT_STREQ(e.what(), "the Docker daemon answered HTTP 500");
+    EXPECT_STREQ(e.what(), "the container engine answered HTTP 500");
   }
   auto seen = d.seen();
   ASSERT_EQ(seen.size(), 4u);
@@ -155,9 +155,10 @@ TEST(DockerClient, BuildErrorInTheStreamThrowsItsMessage) {
   }
 }
 
-TEST(DockerClient, ImportStreamsTheBodyChunked) {
+TEST(DockerClient, ImportStreamsTheBodyChunkedAndTagsTheImageByItsId) {
   FakeDaemon d;
   d.answer_chunked(200, {"{\"status\":\"sha256:0123\"}\n"});
+  d.answer(201, "");
   auto c = client_for(d);
   std::vector<std::string> pieces = {std::string(100'000, 'a'), "", std::string(3, 'b')};
   std::size_t next = 0;
@@ -168,13 +169,24 @@ TEST(DockerClient, ImportStreamsTheBodyChunked) {
         return true;
       },
       "vibepit-base", "bookworm", {"LABEL dev.vibepit.role=base", "CMD [\"bash\"]"}, nullptr);
-  EXPECT_EQ(id, "");  // a status line carries no aux id
+  EXPECT_EQ(id, "sha256:0123");
   auto seen = d.seen();
-  ASSERT_EQ(seen.size(), 1u);
+  ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0].header("Transfer-Encoding"), "chunked");
   EXPECT_EQ(seen[0].body, pieces[0] + pieces[2]);
   EXPECT_NE(seen[0].target.find("fromSrc=-&repo=vibepit-base&tag=bookworm"), std::string::npos);
   EXPECT_NE(seen[0].target.find("changes=LABEL%20dev.vibepit.role%3Dbase"), std::string::npos);
+  // Podman names an import REPO:latest whatever the tag asked: the id is tagged again.
+  EXPECT_EQ(seen[1].method, "POST");
+  EXPECT_EQ(seen[1].target, "/v1.41/images/sha256%3A0123/tag?repo=vibepit-base&tag=bookworm");
+}
+
+TEST(DockerClient, AnImportWithoutAnIdIsAnError) {
+  FakeDaemon d;
+  d.answer_chunked(200, {"{\"status\":\"done\"}\n"});
+  auto c = client_for(d);
+  EXPECT_THROW(c.image_import([](std::string&) { return false; }, "r", "t", {}, nullptr),
+               DockerError);
 }
 
 // The daemon holds the connection for ten times the client's timeout and then closes it:
@@ -212,10 +224,81 @@ TEST(DockerClient, NoDaemonSaysSo) {
     FAIL();
   } catch (const DockerError& e) {
     EXPECT_EQ(e.kind(), ErrorKind::unavailable);
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/vibepit/docker.sock"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("is the Docker daemon running"), std::string::npos)
-        << e.what();
+    EXPECT_STREQ(e.what(),
+                 "cannot reach a container engine at /nonexistent/vibepit/docker.sock: no such "
+                 "socket");
   }
+}
+
+TEST(DockerClient, ConnectFirstTakesTheFirstEngineThatAnswersAndKnowsPodman) {
+  FakeDaemon podman;
+  podman.answer(Answer{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK"});
+  podman.answer(200, R"({"Components":[{"Name":"Podman Engine","Version":"4.3.1"}],)"
+                     R"("Version":"4.3.1","ApiVersion":"1.41","MinAPIVersion":"1.24"})");
+  auto c = Client::connect_first({"/nonexistent/vibepit/docker.sock", podman.path()});
+  EXPECT_EQ(c.version().engine, EngineKind::podman);
+  EXPECT_EQ(c.version().version, "4.3.1");
+  EXPECT_EQ(c.version().socket, podman.path());
+  EXPECT_EQ(c.options().socket_path, podman.path());
+
+  FakeDaemon docker;
+  script_version(docker, "1.41");
+  auto d = Client::connect_first({docker.path(), podman.path()});
+  EXPECT_EQ(d.version().engine, EngineKind::docker);
+  EXPECT_EQ(podman.seen().size(), 2u);  // the second engine was never asked
+}
+
+TEST(DockerClient, OnPodmanAnInternalNetworkHasNoHostAddressAndNoDns) {
+  FakeDaemon d;
+  d.answer(Answer{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK"});
+  d.answer(200, R"({"Components":[{"Name":"Podman Engine"}],"Version":"4.3.1",)"
+                R"("ApiVersion":"1.41","MinAPIVersion":"1.24"})");
+  d.answer(200, R"({"name":"n1","id":"abc"})");
+  d.answer(201, R"({"Id":"def"})");
+  auto c = client_for(d);
+  c.negotiate();
+  const Json internal = {{"Name", "n1"},
+                         {"Internal", true},
+                         {"Options", {{"com.docker.network.bridge.inhibit_ipv4", "true"}}},
+                         {"IPAM", {{"Config", {{{"Subnet", "10.9.0.0/28"}}}}}},
+                         {"Labels", {{"dev.vibepit.session", "s1"}}}};
+  EXPECT_EQ(c.network_create(internal), "abc");
+  Json egress = internal;
+  egress["Internal"] = false;
+  EXPECT_EQ(c.network_create(egress), "def");  // the Docker API, as on Docker
+  auto seen = d.seen();
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[2].target, "/v4.0.0/libpod/networks/create");
+  EXPECT_EQ(Json::parse(seen[2].body), (Json{{"name", "n1"},
+                                             {"driver", "bridge"},
+                                             {"internal", true},
+                                             {"dns_enabled", false},
+                                             {"ipv6_enabled", false},
+                                             {"subnets", {{{"subnet", "10.9.0.0/28"}}}},
+                                             {"labels", {{"dev.vibepit.session", "s1"}}}}));
+  EXPECT_EQ(seen[3].target, "/v1.41/networks/create");
+  EXPECT_EQ(Json::parse(seen[3].body), egress);
+}
+
+TEST(DockerClient, ConnectFirstNamesEverySocketTriedAndTheWaysOut) {
+  try {
+    Client::connect_first({"/nonexistent/vibepit/a.sock", "/nonexistent/vibepit/b.sock"});
+    FAIL();
+  } catch (const DockerError& e) {
+    const std::string w = e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::unavailable);
+    EXPECT_NE(w.find("/nonexistent/vibepit/a.sock: no such socket"), std::string::npos) << w;
+    EXPECT_NE(w.find("/nonexistent/vibepit/b.sock: no such socket"), std::string::npos) << w;
+    EXPECT_NE(w.find("podman.socket"), std::string::npos) << w;
+    EXPECT_NE(w.find("DOCKER_HOST=unix://"), std::string::npos) << w;
+  }
+  // An engine that answers but is too old is that engine's answer, not a reason to go on.
+  FakeDaemon old;
+  script_version(old, "1.40");
+  FakeDaemon good;
+  script_version(good, "1.41");
+  EXPECT_THROW(Client::connect_first({old.path(), good.path()}), DockerError);
+  EXPECT_TRUE(good.seen().empty());
 }
 
 TEST(DockerClient, AttachHijacksAndKeepsBytesAlreadyRead) {

@@ -43,6 +43,20 @@ TEST(DockerHost, Table) {
   }
 }
 
+TEST(EngineSocketsTest, DockerHostAloneElseDockerThenPodmanRootfulThenRootless) {
+  using V = std::vector<std::string>;
+  // As the docker CLI: a DOCKER_HOST that is set is the only place looked at.
+  EXPECT_EQ(engine_sockets("unix:///tmp/e.sock", "/run/user/1000"), V{"/tmp/e.sock"});
+  EXPECT_THROW(engine_sockets("tcp://127.0.0.1:2375", "/run/user/1000"), DockerError);
+  const V rootful = {"/var/run/docker.sock", "/run/podman/podman.sock"};
+  EXPECT_EQ(engine_sockets(nullptr, nullptr), rootful);
+  EXPECT_EQ(engine_sockets("", ""), rootful);
+  EXPECT_EQ(engine_sockets(nullptr, "run/user/1000"), rootful);  // not absolute: ignored
+  EXPECT_EQ(
+      engine_sockets(nullptr, "/run/user/1000"),
+      (V{"/var/run/docker.sock", "/run/podman/podman.sock", "/run/user/1000/podman/podman.sock"}));
+}
+
 TEST(ApiVersionTest, ParseAndNegotiate) {
   EXPECT_EQ(parse_api_version("1.41"), (ApiVersion{1, 41}));
   EXPECT_EQ(parse_api_version("1.4"), (ApiVersion{1, 4}));
@@ -77,7 +91,7 @@ TEST(DaemonError, MessageAndKind) {
   EXPECT_EQ(daemon_error_message(409, R"({"message":"network with name x already exists"})"),
             "network with name x already exists");
   EXPECT_EQ(daemon_error_message(404, "page not found\n"), "page not found");
-  EXPECT_EQ(daemon_error_message(500, ""), "the Docker daemon answered HTTP 500");
+  EXPECT_EQ(daemon_error_message(500, ""), "the container engine answered HTTP 500");
   EXPECT_EQ(daemon_error_message(500, R"({"message":""})"), R"({"message":""})");
   EXPECT_EQ(kind_for_status(404), ErrorKind::not_found);
   EXPECT_EQ(kind_for_status(409), ErrorKind::conflict);

@@ -1,6 +1,7 @@
 #pragma once
 // The Docker Engine API client: the operations vibepit needs, spoken as API 1.41 over the
-// daemon's Unix socket. Errors are DockerError with the daemon's own message.
+// engine's Unix socket, to Docker or to Podman's compatible service (what differs between
+// them is in EngineTraits). Errors are DockerError with the engine's own message.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -26,29 +27,55 @@ struct ClientOptions {
   std::chrono::milliseconds slow_timeout{600'000};  // between messages of a build/import
 };
 
+// What differs between the engines that serve Docker's API, in one place: the launcher asks
+// these rather than which engine it talks to.
+struct EngineTraits {
+  // The prefix of the names of images built or imported locally. Podman keeps them under
+  // localhost/, and its Docker API takes a short name for one on docker.io.
+  const char* local_image_prefix;
+  // An internal network is made with the engine's own API. Podman's Docker API gives every
+  // bridge a host address and a DNS server on it (aardvark-dns, which forwards to the
+  // host's resolvers), a way to the host and out; its own API makes one with neither.
+  bool internal_network_via_libpod;
+};
+const EngineTraits& traits_of(EngineKind kind);
+
 // Receives each progress message of a build or import as it arrives.
 using ProgressFn = std::function<void(const Progress&)>;
 // Produces the next piece of a streamed request body into `out`; false when done.
 using SourceFn = std::function<bool(std::string& out)>;
 
 struct VersionInfo {
-  std::string version;      // "20.10.24+dfsg1"
-  std::string api_version;  // the daemon's newest API
+  EngineKind engine = EngineKind::docker;  // Podman names itself in /version's Components
+  std::string version;                     // "20.10.24+dfsg1", "4.3.1"
+  std::string api_version;                 // the daemon's newest API
   std::string min_api_version;
   ApiVersion negotiated;  // what this client speaks to it
   std::string os, arch;
+  std::string socket;  // where it answered
 };
 
 class Client {
  public:
   explicit Client(ClientOptions opts = {});
-  // DOCKER_HOST from the environment (see socket_path_from_docker_host).
-  static ClientOptions options_from_env();
+  // A client for the first of `sockets` whose engine answers, version negotiated. Throws
+  // DockerError(unavailable) naming every socket and why it failed when none answers, and
+  // the first other error (an engine too old, say) as it is.
+  static Client connect_first(const std::vector<std::string>& sockets, ClientOptions base = {});
+  // connect_first over engine_sockets(DOCKER_HOST, XDG_RUNTIME_DIR).
+  static Client connect_from_env();
 
   // GET /_ping and /version; sets the API version every later call uses. Throws
   // DockerError(unsupported) for a daemon older than API 1.41, naming its version.
   VersionInfo negotiate();
   const ApiVersion& api() const { return api_; }
+  // What the last negotiate() found.
+  const VersionInfo& version() const { return version_; }
+  const EngineTraits& traits() const { return traits_of(version_.engine); }
+  // `name` (repo:tag) as this engine names an image built or imported here.
+  std::string local_image(const std::string& name) const {
+    return traits().local_image_prefix + name;
+  }
 
   // --- Generic requests (paths without the /vX.Y prefix) -----------------------------
   // JSON in, JSON out; a status >= 400 (or 304 where `ok_304` is false) throws DockerError.
@@ -78,7 +105,8 @@ class Client {
   std::vector<Json> images_by_label(const std::string& label);  // "key" or "key=value"
 
   // --- Networks and volumes -----------------------------------------------------------
-  std::string network_create(const Json& spec);  // returns the id
+  // Docker's network spec; an internal one as traits() says. Returns the id.
+  std::string network_create(const Json& spec);
   std::optional<Json> network_inspect(const std::string& id);
   void network_connect(const std::string& network, const std::string& container,
                        const Json& endpoint_config = nullptr);
@@ -129,6 +157,7 @@ class Client {
 
   ClientOptions opts_;
   ApiVersion api_ = kPreferredApi;
+  VersionInfo version_;
 };
 
 // The labels vibepit puts on what it creates, and the label selectors built from them.

@@ -14,11 +14,22 @@
 namespace vibepit::docker {
 
 inline constexpr const char* kDefaultSocket = "/var/run/docker.sock";
+inline constexpr const char* kPodmanRootfulSocket = "/run/podman/podman.sock";
 
 // The socket path named by a DOCKER_HOST value: unset or empty gives the default socket,
 // "unix:///path" gives "/path". Any other scheme (tcp://, ssh://, fd://, npipe://) throws
 // DockerError(unsupported) naming the value.
 std::string socket_path_from_docker_host(const char* docker_host);
+
+// The engines that serve Docker's API: Docker itself, and Podman's compatible service.
+enum class EngineKind { docker, podman };
+const char* to_string(EngineKind kind);  // "docker", "podman"
+
+// Where to look for an engine, in order, as the docker CLI looks and then some: DOCKER_HOST's
+// socket alone when it is set (and not empty); otherwise Docker's default socket, rootful
+// Podman's (/run/podman/podman.sock), then the user's rootless Podman's
+// ($XDG_RUNTIME_DIR/podman/podman.sock, when that names an absolute directory).
+std::vector<std::string> engine_sockets(const char* docker_host, const char* xdg_runtime_dir);
 
 struct ApiVersion {
   int major = 0;

@@ -10,15 +10,17 @@
 
 namespace vibepit::launcher {
 
-// The Docker client for DOCKER_HOST, version negotiated. Throws docker::DockerError.
-docker::Client connect_docker();
+// The client for the engine DOCKER_HOST names, or else the first of Docker's and Podman's
+// sockets that answers (docker::engine_sockets), version negotiated. Throws
+// docker::DockerError.
+docker::Client connect_engine();
 
 // Connect, run `fn` with the client, and turn any failure into "vibepit: WHAT: message" and
 // exit code 4.
 template <typename Fn>
 int with_docker(const char* what, std::ostream& err, Fn fn) {
   try {
-    auto docker = connect_docker();
+    auto docker = connect_engine();
     return fn(docker);
   } catch (const std::exception& e) {
     err << "vibepit: " << what << ": " << e.what() << "\n";
