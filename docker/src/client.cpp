@@ -26,8 +26,8 @@ const std::vector<Header> kUpgrade = {{"Connection", "Upgrade"}, {"Upgrade", "tc
 }  // namespace
 
 const EngineTraits& traits_of(EngineKind kind) {
-  static constexpr EngineTraits kDocker{"", false};
-  static constexpr EngineTraits kPodman{"localhost/", true};
+  static constexpr EngineTraits kDocker{"", false, false};
+  static constexpr EngineTraits kPodman{"localhost/", true, true};
   return kind == EngineKind::podman ? kPodman : kDocker;
 }
 
@@ -128,6 +128,12 @@ VersionInfo Client::negotiate() {
   v.socket = opts_.socket_path;
   v.negotiated = negotiate_api(v.api_version, v.min_api_version);
   api_ = v.negotiated;
+  if (v.engine == EngineKind::podman) {
+    const Json info = get("/info");
+    if (const auto it = info.find("SecurityOptions"); it != info.end() && it->is_array())
+      for (const auto& o : *it)
+        if (o.is_string() && o.get<std::string>() == "name=rootless") v.rootless = true;
+  }
   version_ = v;
   return v;
 }
@@ -280,6 +286,16 @@ std::string Client::network_create(const Json& spec) {
 
 std::optional<Json> Client::network_inspect(const std::string& id) {
   return get_if_exists("/networks/" + q(id));
+}
+
+std::string Client::network_bridge(const std::string& id) {
+  if (version_.engine == EngineKind::podman)
+    return get("/libpod/networks/" + q(id) + "/json").value("network_interface", "");
+  const auto net = network_inspect(id);
+  if (!net) throw DockerError(ErrorKind::not_found, "no such network: " + id);
+  if (const auto it = net->find("Options"); it != net->end() && it->is_object())
+    if (auto name = it->value("com.docker.network.bridge.name", ""); !name.empty()) return name;
+  return "br-" + net->value("Id", id).substr(0, 12);
 }
 
 void Client::network_connect(const std::string& network, const std::string& container,

@@ -12,6 +12,7 @@
 #include "vibepit/launcher/cli/exit_codes.hpp"
 #include "vibepit/launcher/guard/git_shield.hpp"
 #include "vibepit/launcher/host/project.hpp"
+#include "vibepit/launcher/session/bridge_rule.hpp"
 #include "vibepit/launcher/session/session.hpp"
 
 namespace vibepit::launcher {
@@ -170,6 +171,19 @@ int cmd_prune(const fs::path& sessions_root, bool all, std::ostream& out, std::o
         out << "unmounted the project view of session " << id << "\n";
         ++removed;
       }
+    }
+    // FORWARD rules of sessions with nothing left on the engine.
+    if (docker.traits().internal_bridge_needs_forward_rule) {
+      std::vector<std::string> keep;
+      keep.reserve(live.size());
+      for (const auto& [id, s] : live) keep.push_back(id);
+      std::vector<std::string> gone;
+      for (const auto& p : remove_bridge_rules("", keep, &gone)) {
+        err << "vibepit: prune: " << p << "\n";
+        ++failed;
+      }
+      for (const auto& id : gone) out << "removed the FORWARD rule of session " << id << "\n";
+      removed += static_cast<int>(gone.size());
     }
     if (removed == 0 && failed == 0) out << "nothing to prune\n";
     return failed ? kRefused : kOk;

@@ -21,6 +21,7 @@
 #include "vibepit/launcher/guard/project_guard.hpp"
 #include "vibepit/launcher/host/owned_fd.hpp"
 #include "vibepit/launcher/host/sha256.hpp"
+#include "vibepit/launcher/session/bridge_rule.hpp"
 
 namespace vibepit::launcher {
 namespace fs = std::filesystem;
@@ -189,6 +190,16 @@ void Session::create_networks() {
   sandbox_ip_ = session_subnet.host(3);
   if (report_)
     report_("creating network vibepit-" + spec_.id + " " + session_subnet.cidr() + " (internal)");
+  if (docker_.traits().internal_bridge_needs_forward_rule && !docker_.version().rootless) {
+    const std::string bridge = docker_.network_bridge(session_net_);
+    if (::geteuid() == 0) {
+      add_bridge_rule(bridge, spec_.id);
+      if (report_) report_("allowing traffic within " + bridge + " only (a FORWARD rule)");
+    } else if (report_) {
+      report_("cannot allow traffic within " + bridge + " (not root): on a host whose FORWARD " +
+              "policy is DROP the sandbox cannot reach the proxy");
+    }
+  }
 
   if (!spec_.egress_network.empty()) {
     auto net = docker_.network_inspect(spec_.egress_network);
@@ -506,6 +517,8 @@ std::vector<std::string> remove_session(docker::Client& docker, const std::strin
       }
     }
   }
+  if (docker.traits().internal_bridge_needs_forward_rule)
+    for (auto& p : remove_bridge_rules(session_id)) problems.push_back(std::move(p));
   // Last, once the sandbox is gone: the project's filter, whose server then ends.
   if (auto p = stop_project_guard(session_id); !p.empty()) problems.push_back(p);
   return problems;

@@ -30,6 +30,15 @@ void script_version(FakeDaemon& d, const std::string& api) {
                     R"(","MinAPIVersion":"1.12","Os":"linux","Arch":"amd64"})");
 }
 
+// Podman 4.3's answers to negotiate(): /_ping, /version naming it, /info.
+void script_podman(FakeDaemon& d, bool rootless = false) {
+  d.answer(Answer{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK"});
+  d.answer(200, R"({"Components":[{"Name":"Podman Engine","Version":"4.3.1"}],)"
+                R"("Version":"4.3.1","ApiVersion":"1.41","MinAPIVersion":"1.24"})");
+  d.answer(200, std::string(R"({"SecurityOptions":["name=seccomp,profile=default")") +
+                    (rootless ? R"(,"name=rootless"]})" : "]}"));
+}
+
 }  // namespace
 
 TEST(DockerClient, NegotiatesAndPrefixesEveryPath) {
@@ -232,31 +241,31 @@ TEST(DockerClient, NoDaemonSaysSo) {
 
 TEST(DockerClient, ConnectFirstTakesTheFirstEngineThatAnswersAndKnowsPodman) {
   FakeDaemon podman;
-  podman.answer(Answer{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK"});
-  podman.answer(200, R"({"Components":[{"Name":"Podman Engine","Version":"4.3.1"}],)"
-                     R"("Version":"4.3.1","ApiVersion":"1.41","MinAPIVersion":"1.24"})");
+  script_podman(podman, true);
   auto c = Client::connect_first({"/nonexistent/vibepit/docker.sock", podman.path()});
   EXPECT_EQ(c.version().engine, EngineKind::podman);
   EXPECT_EQ(c.version().version, "4.3.1");
   EXPECT_EQ(c.version().socket, podman.path());
+  EXPECT_TRUE(c.version().rootless);
   EXPECT_EQ(c.options().socket_path, podman.path());
 
   FakeDaemon docker;
   script_version(docker, "1.41");
   auto d = Client::connect_first({docker.path(), podman.path()});
   EXPECT_EQ(d.version().engine, EngineKind::docker);
-  EXPECT_EQ(podman.seen().size(), 2u);  // the second engine was never asked
+  EXPECT_FALSE(d.version().rootless);
+  EXPECT_EQ(podman.seen().size(), 3u);  // the second engine was never asked
 }
 
 TEST(DockerClient, OnPodmanAnInternalNetworkHasNoHostAddressAndNoDns) {
   FakeDaemon d;
-  d.answer(Answer{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK"});
-  d.answer(200, R"({"Components":[{"Name":"Podman Engine"}],"Version":"4.3.1",)"
-                R"("ApiVersion":"1.41","MinAPIVersion":"1.24"})");
+  script_podman(d);
   d.answer(200, R"({"name":"n1","id":"abc"})");
   d.answer(201, R"({"Id":"def"})");
+  d.answer(200, R"({"name":"n1","network_interface":"podman3"})");
   auto c = client_for(d);
   c.negotiate();
+  EXPECT_FALSE(c.version().rootless);
   const Json internal = {{"Name", "n1"},
                          {"Internal", true},
                          {"Options", {{"com.docker.network.bridge.inhibit_ipv4", "true"}}},
@@ -266,18 +275,20 @@ TEST(DockerClient, OnPodmanAnInternalNetworkHasNoHostAddressAndNoDns) {
   Json egress = internal;
   egress["Internal"] = false;
   EXPECT_EQ(c.network_create(egress), "def");  // the Docker API, as on Docker
+  EXPECT_EQ(c.network_bridge("abc"), "podman3");
   auto seen = d.seen();
-  ASSERT_EQ(seen.size(), 4u);
-  EXPECT_EQ(seen[2].target, "/v4.0.0/libpod/networks/create");
-  EXPECT_EQ(Json::parse(seen[2].body), (Json{{"name", "n1"},
+  ASSERT_EQ(seen.size(), 6u);
+  EXPECT_EQ(seen[3].target, "/v4.0.0/libpod/networks/create");
+  EXPECT_EQ(Json::parse(seen[3].body), (Json{{"name", "n1"},
                                              {"driver", "bridge"},
                                              {"internal", true},
                                              {"dns_enabled", false},
                                              {"ipv6_enabled", false},
                                              {"subnets", {{{"subnet", "10.9.0.0/28"}}}},
                                              {"labels", {{"dev.vibepit.session", "s1"}}}}));
-  EXPECT_EQ(seen[3].target, "/v1.41/networks/create");
-  EXPECT_EQ(Json::parse(seen[3].body), egress);
+  EXPECT_EQ(seen[4].target, "/v1.41/networks/create");
+  EXPECT_EQ(Json::parse(seen[4].body), egress);
+  EXPECT_EQ(seen[5].target, "/v4.0.0/libpod/networks/abc/json");
 }
 
 TEST(DockerClient, ConnectFirstNamesEverySocketTriedAndTheWaysOut) {

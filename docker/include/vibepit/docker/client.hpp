@@ -37,6 +37,10 @@ struct EngineTraits {
   // bridge a host address and a DNS server on it (aardvark-dns, which forwards to the
   // host's resolvers), a way to the host and out; its own API makes one with neither.
   bool internal_network_via_libpod;
+  // Traffic between two containers on one internal bridge needs a FORWARD rule on the host
+  // when the engine runs as root: Podman (netavark 1.4) adds none for an internal network,
+  // so a host whose FORWARD policy is DROP (dockerd sets it) drops it. Docker adds its own.
+  bool internal_bridge_needs_forward_rule;
 };
 const EngineTraits& traits_of(EngineKind kind);
 
@@ -52,7 +56,9 @@ struct VersionInfo {
   std::string min_api_version;
   ApiVersion negotiated;  // what this client speaks to it
   std::string os, arch;
-  std::string socket;  // where it answered
+  std::string socket;     // where it answered
+  bool rootless = false;  // Podman's /info says so; its networks then live in a namespace
+                          // of their own, not the host's
 };
 
 class Client {
@@ -108,6 +114,9 @@ class Client {
   // Docker's network spec; an internal one as traits() says. Returns the id.
   std::string network_create(const Json& spec);
   std::optional<Json> network_inspect(const std::string& id);
+  // The host interface of a bridge network: Podman's network_interface, Docker's bridge
+  // name option or br-<id>.
+  std::string network_bridge(const std::string& id);
   void network_connect(const std::string& network, const std::string& container,
                        const Json& endpoint_config = nullptr);
   void network_remove(const std::string& id);
