@@ -86,7 +86,8 @@ std::string signal_name(int sig) {
 NetworkFile ci_rules(const Project& project, const CiOptions& o) {
   std::vector<NamedSource> sources;
   sources.push_back(
-      {".vibepit/network.yaml", read_network_file(project.root / ".vibepit" / "network.yaml")});
+      {".vibepit/network.yaml", read_network_file(project.root / ".vibepit" / "network.yaml",
+                                                  owner_trusted_by_root(project.root))});
   for (const auto& p : o.policies) {
     if (!fs::exists(p)) throw std::runtime_error("--policy " + p.string() + ": no such file");
     sources.push_back({p.string(), read_network_file(p)});

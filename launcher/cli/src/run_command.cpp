@@ -19,6 +19,7 @@
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/launcher/cli/engine.hpp"
 #include "vibepit/launcher/cli/exit_codes.hpp"
+#include "vibepit/launcher/host/untrusted_file.hpp"
 #include "vibepit/launcher/rules/session_rules.hpp"
 #include "vibepit/launcher/session/session.hpp"
 #include "vibepit/launcher/session/session_start.hpp"
@@ -186,7 +187,7 @@ bool ask_yes(std::ostream& err, const std::string& question) {
 // prompt, or --yes); the sandbox can write that file, so nothing in it is trusted unseen.
 NetworkFile session_rules(const Project& project, const RunOptions& o, std::ostream& err) {
   const fs::path file_path = project.root / ".vibepit" / "network.yaml";
-  const NetworkFile file = read_network_file(file_path);
+  const NetworkFile file = read_network_file(file_path, owner_trusted_by_root(project.root));
   Approvals approvals(state_dir_for(o.sandbox.sessions_root), project);
   const NetworkFile fresh = approvals.unapproved(file);
   if (!empty(fresh)) {

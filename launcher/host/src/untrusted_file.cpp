@@ -52,7 +52,14 @@ int open_parent(const fs::path& path, bool create) {
 
 }  // namespace
 
-std::optional<std::string> read_untrusted_file(const fs::path& path, std::size_t max_bytes) {
+std::optional<uid_t> owner_trusted_by_root(const fs::path& project_root) {
+  struct stat st {};
+  if (::geteuid() != 0 || ::stat(project_root.c_str(), &st) != 0) return std::nullopt;
+  return st.st_uid;
+}
+
+std::optional<std::string> read_untrusted_file(const fs::path& path, std::size_t max_bytes,
+                                               std::optional<uid_t> also_owner) {
   OwnedFd dir(open_parent(path, false));
   if (dir.fd < 0) return std::nullopt;
   const std::string name = path.filename().string();
@@ -65,7 +72,7 @@ std::optional<std::string> read_untrusted_file(const fs::path& path, std::size_t
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) fail("cannot read " + path.string(), errno);
   if (!S_ISREG(st.st_mode)) fail(path.string() + " is not a regular file");
-  if (st.st_uid != ::geteuid())
+  if (st.st_uid != ::geteuid() && st.st_uid != also_owner)
     fail(path.string() + " belongs to uid " + std::to_string(st.st_uid) +
          ", not to you; vibepit reads only your own files there");
   if (static_cast<std::size_t>(st.st_size) > max_bytes)

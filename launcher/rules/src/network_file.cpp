@@ -158,10 +158,10 @@ NetworkFile parse_network_yaml(const std::string& text, const std::string& name)
   return out;
 }
 
-NetworkFile read_network_file(const fs::path& path) {
+NetworkFile read_network_file(const fs::path& path, std::optional<uid_t> also_owner) {
   std::optional<std::string> text;
   try {
-    text = read_untrusted_file(path);
+    text = read_untrusted_file(path, 1 << 20, also_owner);
   } catch (const UntrustedFileError& e) {
     throw NetworkFileError(e.what());
   }

@@ -81,4 +81,20 @@ TEST_F(OutputDirTest, OutsideTheProjectThePathIsTheUsersOwn) {
 }
 
 }  // namespace
+// Root reads a project's files for its owner, whom the agent runs as, and nobody else's.
+TEST_F(OutputDirTest, RootReadsTheProjectOwnersFilesAndNoOneElses) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give files away";
+  const fs::path f = project_ / "network.yaml";
+  std::ofstream(f) << "allow-http: []\n";
+  ASSERT_EQ(::chown(f.c_str(), 4321, 4321), 0);
+  ASSERT_EQ(::chown(project_.c_str(), 4321, 4321), 0);
+  EXPECT_THROW(read_untrusted_file(f), UntrustedFileError);  // not root's own
+  EXPECT_EQ(owner_trusted_by_root(project_), std::optional<uid_t>(4321));
+  EXPECT_EQ(read_untrusted_file(f, 1 << 20, owner_trusted_by_root(project_)),
+            std::optional<std::string>("allow-http: []\n"));
+  ASSERT_EQ(::chown(f.c_str(), 4322, 4322), 0);  // another user's file in the owner's project
+  EXPECT_THROW(read_untrusted_file(f, 1 << 20, owner_trusted_by_root(project_)),
+               UntrustedFileError);
+}
+
 }  // namespace vibepit::launcher

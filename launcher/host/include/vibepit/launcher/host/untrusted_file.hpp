@@ -3,6 +3,8 @@
 // symlinks there, so the last directory and the file are opened without following them
 // (openat, O_NOFOLLOW), only regular files owned by the user are read, and a write goes to a
 // fresh temporary made with O_EXCL and renamed into place within the same directory.
+#include <sys/types.h>
+
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -17,9 +19,15 @@ class UntrustedFileError : public std::runtime_error {
 
 // The file's content; nullopt when it (or its directory) does not exist. Throws
 // UntrustedFileError for a symlink, anything but a regular file, a file owned by another
-// user, or one larger than `max_bytes`.
+// user than vibepit's (or `also_owner`: root reading a project for its owner, whom the
+// agent runs as), or one larger than `max_bytes`.
 std::optional<std::string> read_untrusted_file(const std::filesystem::path& path,
-                                               std::size_t max_bytes = 1 << 20);
+                                               std::size_t max_bytes = 1 << 20,
+                                               std::optional<uid_t> also_owner = {});
+
+// The project owner whose files root may read there: the owner of `project_root` when
+// vibepit runs as root, else nothing.
+std::optional<uid_t> owner_trusted_by_root(const std::filesystem::path& project_root);
 
 // Replace the file's content atomically, creating its directory (mode 0755) when missing.
 // A symlink in place of the directory, the file or the temporary is never followed.

@@ -2,7 +2,10 @@
 // The project's network policy file, .vibepit/network.yaml: keys allow-http, allow-dns and
 // presets, each a list of strings. Read with yaml-cpp; new entries are added to the text in
 // place, so the user's comments, order and layout stay as they were.
+#include <sys/types.h>
+
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,7 +25,8 @@ class NetworkFileError : public std::runtime_error {
 
 // A missing file reads as empty. Throws NetworkFileError naming the file, the line and the
 // problem for YAML errors, unknown keys, or values that are not lists of strings.
-NetworkFile read_network_file(const std::filesystem::path& path);
+NetworkFile read_network_file(const std::filesystem::path& path,
+                              std::optional<uid_t> also_owner = {});
 
 // Parse the text of a network file (the same checks as read_network_file).
 NetworkFile parse_network_yaml(const std::string& text, const std::string& name);
