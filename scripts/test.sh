@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Set-up command (2): install, build, and run the whole test suite, in four stages (which
 # test runs in which, and why: docs/testing.md):
-#   release  unit, integration, e2e (a real Docker engine) and the short soak
+#   release  unit, integration, e2e (a real Docker engine, then rootful Podman) and the
+#            short soak
 #   asan     ASan+UBSan build: unit and integration tests
 #   tsan     TSan build: unit and integration tests
 #   fuzz     every libFuzzer target for a short run over its corpus
 # First, in seconds: clang-format and flake8 over the sources; after the release build,
 # clang-tidy over the libraries and programs.
-# Integration tests need root (network namespaces); the e2e tests need a Docker engine:
-# when none answers, this script starts dockerd, and stops it at the end. Whatever the
-# tests made on the engine (label dev.vibepit.test) is removed.
+# Integration tests need root (network namespaces); the e2e tests need a Docker engine and
+# Podman's API: when none answers, this script starts dockerd and `podman system service`,
+# and stops them at the end. Whatever the tests made on either engine (label
+# dev.vibepit.test) is removed.
 #   scripts/test.sh           every stage
 #   scripts/test.sh --quick   the release stage only (what scripts/fresh-check.sh --quick runs)
 # VIBEPIT_TEST_TIMES=FILE gets one line per step, "NAME SECONDS" (.ci/run's time table);
@@ -49,7 +51,8 @@ fi
 # shellcheck source=scripts/docker-engine.sh
 . scripts/docker-engine.sh
 
-# Remove what the tests made (dev.vibepit.test).
+# Remove what the tests made (dev.vibepit.test) on the engine DOCKER_HOST names (Docker's
+# when unset).
 remove_test_objects() {
   if docker info >/dev/null 2>&1; then
     local ids
@@ -72,9 +75,11 @@ remove_test_objects() {
   fi
 }
 
-# At the end: what the tests made, then the dockerd this script started.
-cleanup_docker() {
+# At the end: what the tests made, then the engines this script started.
+cleanup_engines() {
   remove_test_objects
+  DOCKER_HOST="unix://$podman_socket" remove_test_objects
+  stop_podman
   stop_docker
 }
 
@@ -87,7 +92,12 @@ elif start_docker; then
   # A run that was interrupted leaves its networks in the engine's state, and their
   # documentation-range subnets would collide with this run's ("Pool overlaps").
   remove_test_objects
-  trap cleanup_docker EXIT
+  if start_podman; then
+    DOCKER_HOST="unix://$podman_socket" remove_test_objects
+  else
+    echo "test: the Podman e2e tests will fail: no Podman API" >&2
+  fi
+  trap cleanup_engines EXIT
   trap 'exit 130' INT TERM
 else
   echo "test: the e2e tests will fail: no Docker engine" >&2
@@ -221,7 +231,7 @@ step_done lint
 if [ -n "${VIBEPIT_TEST_NO_E2E:-}" ]; then
   stage release build 'integration|soak' -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON
 else
-  stage release build 'integration|e2e|soak' -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON
+  stage release build 'integration|e2e|e2e-podman|soak' -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON
 fi
 # clang-tidy (.clang-tidy) over the libraries and programs, on the release build's compile
 # commands. Files found clean before are remembered (scripts/tidy.py says how), so this

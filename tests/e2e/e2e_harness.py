@@ -35,6 +35,18 @@ UPSTREAMS = ["198.51.100.10", "198.51.100.11", "198.51.100.12", "198.51.100.13"]
 TEST_LABEL = "dev.vibepit.test"
 TEST_UID = 4242          # the non-root user e2e sessions run as (files keep its ownership)
 
+# The engine under test: Docker, or rootful Podman's Docker API (VIBEPIT_E2E_ENGINE=podman,
+# scripts/test.sh starts `podman system service` for it). The docker CLI the fixtures use
+# and vibepit both follow DOCKER_HOST there. Rootful Podman's socket is root's, so vibepit
+# runs as root; the agent is then the project's owner, TEST_UID, as it is on Docker.
+ENGINE = os.environ.get("VIBEPIT_E2E_ENGINE", "docker")
+if ENGINE not in ("docker", "podman"):
+    raise SystemExit("VIBEPIT_E2E_ENGINE=%s: expected docker or podman" % ENGINE)
+SOCKET = "/run/podman/podman.sock" if ENGINE == "podman" else "/var/run/docker.sock"
+if ENGINE == "podman":
+    os.environ["DOCKER_HOST"] = "unix://" + SOCKET
+VIBEPIT_AS_ROOT = ENGINE == "podman"
+
 
 def bin_dir():
     for i, a in enumerate(sys.argv):
@@ -63,7 +75,7 @@ def docker_api(method, path, body=None, timeout=30):
         def connect(self):
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self.sock.settimeout(timeout)
-            self.sock.connect("/var/run/docker.sock")
+            self.sock.connect(SOCKET)
     c = Conn("docker")
     data = json.dumps(body) if body is not None else None
     c.request(method, "/v1.41" + path, body=data,
@@ -75,6 +87,29 @@ def docker_api(method, path, body=None, timeout=30):
         return r.status, json.loads(raw) if raw else None
     except ValueError:
         return r.status, raw.decode(errors="replace")
+
+
+def capabilities(container):
+    """The capability sets of the container's first process, from the host's /proc: what
+    engines state in their own words (Docker's CapDrop ["ALL"], Podman's list of every
+    capability it would otherwise grant)."""
+    pid = json.loads(sh("docker", "inspect", container).stdout)[0]["State"]["Pid"]
+    with open("/proc/%d/status" % pid) as f:
+        return {k: int(v, 16) for k, v in (line.split(":", 1) for line in f)
+                if k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
+
+
+def host_addresses_in(subnet):
+    """The host's own IPv4 addresses inside `subnet` (an engine's bridge address there is a
+    way from the containers on that network to the host's services)."""
+    import ipaddress
+    net = ipaddress.ip_network(subnet)
+    out = []
+    for line in sh("ip", "-4", "-o", "addr", "show").stdout.splitlines():
+        addr = line.split()[3].split("/")[0]
+        if ipaddress.ip_address(addr) in net:
+            out.append(addr)
+    return out
 
 
 def docker_ready():
@@ -104,6 +139,12 @@ class FakeInternet:
             sh("docker", "network", "create", "--driver", "bridge", "--subnet", SUBNET,
                "--gateway", GATEWAY, "-o", "com.docker.network.bridge.name=" + self.bridge,
                "--label", "%s=%d" % (TEST_LABEL, os.getpid()), self.name)
+            if ENGINE == "podman":
+                # netavark makes a network's bridge when a first container joins it; the
+                # fake hosts' veth needs it now, so it is made here and netavark takes it.
+                sh("ip", "link", "add", "name", self.bridge, "type", "bridge")
+                sh("ip", "addr", "add", GATEWAY + "/24", "dev", self.bridge)
+                sh("ip", "link", "set", self.bridge, "up")
             sh("ip", "netns", "add", self.ns)
             sh("ip", "-n", self.ns, "link", "set", "lo", "up")
             sh("ip", "link", "add", self.veth, "type", "veth", "peer", "name", "vpe2ein",
@@ -163,6 +204,8 @@ class FakeInternet:
         sh("ip", "netns", "del", self.ns, check=False)
         sh("ip", "link", "del", self.veth, check=False)
         sh("docker", "network", "rm", self.name, check=False)
+        if ENGINE == "podman":
+            sh("ip", "link", "del", self.bridge, check=False)
         shutil.rmtree(self.tmp, ignore_errors=True)
         if self.made_user:
             sh(need("userdel"), TEST_USER, check=False)
@@ -209,7 +252,7 @@ class Workspace:
                     "VIBEPIT_TEST_EGRESS_NETWORK": internet.name, "NO_COLOR": "1",
                     # everything vibepit creates for the tests carries dev.vibepit.test=e2e
                     "VIBEPIT_TEST_LABEL": "e2e"})
-        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"):
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "DOCKER_HOST"):
             if k in os.environ:
                 env[k] = os.environ[k]
         return env
@@ -217,7 +260,7 @@ class Workspace:
     def argv(self, args):
         """vibepit ARGS as this workspace's user (in the docker group, as a user would be)."""
         vibepit = os.path.join(BIN, "vibepit")
-        if self.uid == 0:
+        if self.uid == 0 or VIBEPIT_AS_ROOT:
             return [vibepit] + args
         docker_gid = grp.getgrnam("docker").gr_gid
         return [need("setpriv"), "--reuid", str(self.uid), "--regid", str(self.uid),
@@ -246,8 +289,8 @@ def start_module():
     that is debootstrap, which needs root; sessions running as TEST_UID then build that
     user's sandbox image FROM the base made here), and the fake internet, returned."""
     if not docker_ready():
-        raise RuntimeError("no Docker engine answers on /var/run/docker.sock "
-                           "(scripts/test.sh starts one)")
+        raise RuntimeError("no %s engine answers on %s (scripts/test.sh starts one)"
+                           % (ENGINE, SOCKET))
     r = subprocess.run([os.path.join(BIN, "vibepit"), "image", "build", "--base", "debootstrap",
                         "--no-pull", "-q"], capture_output=True, text=True, timeout=900,
                        env=dict(os.environ, VIBEPIT_TEST_LABEL="e2e"))

@@ -283,10 +283,16 @@ class CiTest(unittest.TestCase):
         self.assertIn("a key is 1 to 64 of the characters", r.stderr)
 
     def volumes(self, label):
+        """The project's volumes that carry `label` (KEY=VALUE). One filter, the rest here:
+        Podman 4.3 takes two label filters as either, Docker as both."""
         import hashlib
         project = hashlib.sha256(os.path.realpath(self.ws.project).encode()).hexdigest()[:16]
-        return h.sh("docker", "volume", "ls", "-q", "--filter", "label=dev.vibepit.project=" +
-                    project, "--filter", "label=" + label).stdout.split()
+        names = h.sh("docker", "volume", "ls", "-q", "--filter",
+                     "label=dev.vibepit.project=" + project).stdout.split()
+        key, value = label.split("=", 1)
+        return [v["Name"] for v in (json.loads(h.sh("docker", "volume", "inspect", *names).stdout)
+                                    if names else [])
+                if (v.get("Labels") or {}).get(key) == value]
 
     def remove_volumes(self):
         for v in self.volumes("dev.vibepit.test=e2e"):
