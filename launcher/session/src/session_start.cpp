@@ -141,6 +141,15 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   // Who the agent is, decided first: a refusal leaves nothing behind.
   const AgentUser agent =
       choose_agent_user(agent_user_facts(req.project.root.string(), req.sandbox.user));
+  // A rootless engine maps the container's users onto the invoking user's subordinate ids,
+  // so the agent's files would not be the project owner's; not supported yet.
+  if (docker.version().rootless)
+    throw std::runtime_error(
+        "rootless " + std::string(docker::to_string(docker.version().engine)) + " at " +
+        docker.version().socket +
+        " is not supported yet: the agent's files would belong to a subordinate uid, not to "
+        "the project's owner. Use Docker, or rootful Podman (sudo, with "
+        "DOCKER_HOST=unix:///run/podman/podman.sock)");
   SessionSpec spec;
   spec.project = req.project;
   spec.allow_http = req.rules.allow_http;
