@@ -1,5 +1,7 @@
 #include "vibepit/docker/client.hpp"
 
+#include <sys/stat.h>
+
 #include <cstdlib>
 #include <memory>
 
@@ -97,6 +99,7 @@ std::unique_ptr<Connection> Client::send(const std::string& method, const std::s
 }
 
 VersionInfo Client::negotiate() {
+  VersionInfo v;
   {
     auto c = open(opts_.timeout);
     c->write_head("GET", "/_ping", {}, std::nullopt);
@@ -108,32 +111,40 @@ VersionInfo Client::negotiate() {
                             std::to_string(head.status) + ": " +
                             daemon_error_message(head.status, body),
                         head.status);
+    // The ping's headers say what /version would, and /version costs Podman half a second
+    // (it asks conmon and the OCI runtime for their versions): Api-Version, and Server
+    // "Docker/20.10.24+dfsg1 (linux)" or "Libpod/4.3.1 (linux)".
+    v.api_version = head.find("Api-Version").value_or("");
+    const std::string server = head.find("Server").value_or("");
+    for (const auto& [prefix, kind] :
+         {std::pair{"Docker/", EngineKind::docker}, {"Libpod/", EngineKind::podman}})
+      if (server.rfind(prefix, 0) == 0) {
+        v.engine = kind;
+        v.version = server.substr(std::string_view(prefix).size());
+        v.version = v.version.substr(0, v.version.find(' '));
+      }
   }
-  auto c = open(opts_.timeout);
-  c->write_head("GET", "/version", {}, std::nullopt);
-  auto head = c->read_head("GET");
-  if (head.status != 200) throw_for(*c, head);
-  auto j = Json::parse(c->read_body_all(1 << 20), nullptr, false);
-  if (!j.is_object()) throw DockerError(ErrorKind::protocol, "/version did not answer JSON");
-  VersionInfo v;
-  v.version = j.value("Version", "");
-  v.api_version = j.value("ApiVersion", "");
-  v.min_api_version = j.value("MinAPIVersion", "");
-  v.os = j.value("Os", "");
-  v.arch = j.value("Arch", "");
-  if (const auto it = j.find("Components"); it != j.end() && it->is_array())
-    for (const auto& comp : *it)
-      if (comp.is_object() && comp.value("Name", "") == "Podman Engine")
-        v.engine = EngineKind::podman;
+  if (v.api_version.empty() || v.version.empty()) {
+    auto c = open(opts_.timeout);
+    c->write_head("GET", "/version", {}, std::nullopt);
+    auto head = c->read_head("GET");
+    if (head.status != 200) throw_for(*c, head);
+    auto j = Json::parse(c->read_body_all(1 << 20), nullptr, false);
+    if (!j.is_object()) throw DockerError(ErrorKind::protocol, "/version did not answer JSON");
+    v.version = j.value("Version", "");
+    v.api_version = j.value("ApiVersion", "");
+    v.min_api_version = j.value("MinAPIVersion", "");
+    if (const auto it = j.find("Components"); it != j.end() && it->is_array())
+      for (const auto& comp : *it)
+        if (comp.is_object() && comp.value("Name", "") == "Podman Engine")
+          v.engine = EngineKind::podman;
+  }
   v.socket = opts_.socket_path;
+  // A rootless engine runs as its user, who made its socket; a rootful one's is root's.
+  struct stat st {};
+  v.rootless = ::stat(opts_.socket_path.c_str(), &st) == 0 && st.st_uid != 0;
   v.negotiated = negotiate_api(v.api_version, v.min_api_version);
   api_ = v.negotiated;
-  if (v.engine == EngineKind::podman) {
-    const Json info = get("/info");
-    if (const auto it = info.find("SecurityOptions"); it != info.end() && it->is_array())
-      for (const auto& o : *it)
-        if (o.is_string() && o.get<std::string>() == "name=rootless") v.rootless = true;
-  }
   version_ = v;
   return v;
 }
@@ -241,6 +252,10 @@ std::string Client::image_import(const SourceFn& source, const std::string& repo
   progress_stream(*c, id_and_progress);
   if (id.empty()) throw DockerError(ErrorKind::protocol, "the import answered no image id");
   post("/images/" + q(id) + "/tag?repo=" + q(repo) + "&tag=" + q(tag));
+  // ... and Podman's REPO:latest name is taken off again when it is this image's.
+  if (tag != "latest")
+    if (auto latest = image_inspect(repo + ":latest"); latest && latest->value("Id", "") == id)
+      del("/images/" + q(repo + ":latest"));
   return id;
 }
 

@@ -117,6 +117,12 @@ std::string debootstrap_base(docker::Client& docker, const SandboxImageOptions& 
   run_reporting(install, "apt-get install in the new root", "", report);
   run_reporting({"chroot", target.string(), "apt-get", "clean"}, "apt-get clean", "", report);
   if (report) report("importing the root filesystem as " + ref);
+  // One label per LABEL: Podman reads "LABEL a=1 b=2" as a single label a="1 b=2".
+  std::vector<std::string> changes = {
+      "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+      "CMD [\"/bin/bash\"]"};
+  for (const auto& [k, v] : with_test_label({{kImageLabel, "base"}}))
+    changes.push_back("LABEL " + k + "=" + v);
   // Package caches and index files are left out: apt in the sandbox has no network anyway.
   Child tar({"tar", "--numeric-owner", "--exclude=./var/cache/apt/archives/*.deb",
              "--exclude=./var/cache/apt/*.bin", "--exclude=./var/lib/apt/lists/*_*", "-C",
@@ -129,13 +135,7 @@ std::string debootstrap_base(docker::Client& docker, const SandboxImageOptions& 
         out.resize(n);
         return n > 0;
       },
-      docker.local_image("vibepit-base"), tag,
-      {std::string("LABEL ") + kImageLabel + "=base" +
-           (std::getenv("VIBEPIT_TEST_LABEL")
-                ? std::string(" dev.vibepit.test=") + std::getenv("VIBEPIT_TEST_LABEL")
-                : std::string()),
-       "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-       "CMD [\"/bin/bash\"]"},
+      docker.local_image("vibepit-base"), tag, changes,
       [&](const docker::Progress& p) { forward_progress(report, p); });
   if (int rc = tar.wait(); rc != 0)
     throw std::runtime_error("tar of the root filesystem failed (exit " + std::to_string(rc) + ")");

@@ -30,13 +30,15 @@ void script_version(FakeDaemon& d, const std::string& api) {
                     R"(","MinAPIVersion":"1.12","Os":"linux","Arch":"amd64"})");
 }
 
-// Podman 4.3's answers to negotiate(): /_ping, /version naming it, /info.
+// Podman 4.3's answer to negotiate(): its /_ping, whose headers say everything. A rootless
+// engine's socket is its user's (root gives this one away).
 void script_podman(FakeDaemon& d, bool rootless = false) {
-  d.answer(Answer{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK"});
-  d.answer(200, R"({"Components":[{"Name":"Podman Engine","Version":"4.3.1"}],)"
-                R"("Version":"4.3.1","ApiVersion":"1.41","MinAPIVersion":"1.24"})");
-  d.answer(200, std::string(R"({"SecurityOptions":["name=seccomp,profile=default")") +
-                    (rootless ? R"(,"name=rootless"]})" : "]}"));
+  d.answer(
+      Answer{"HTTP/1.1 200 OK\r\nApi-Version: 1.41\r\nLibpod-Api-Version: 4.3.1\r\n"
+             "Server: Libpod/4.3.1 (linux)\r\nContent-Length: 2\r\n\r\nOK"});
+  if (rootless && ::geteuid() == 0) {
+    EXPECT_EQ(::chown(d.path().c_str(), 4321, 4321), 0);
+  }
 }
 
 }  // namespace
@@ -59,6 +61,25 @@ TEST(DockerClient, NegotiatesAndPrefixesEveryPath) {
   EXPECT_EQ(seen[2].method, "GET");
   EXPECT_EQ(seen[2].target, "/v1.41/containers/json?all=1&filters=" +
                                 encode_filters({{"label", {"dev.vibepit.session=s1"}}}));
+}
+
+TEST(DockerClient, ThePingsHeadersNameTheEngineWithoutVersion) {
+  FakeDaemon d;
+  d.answer(
+      Answer{"HTTP/1.1 200 OK\r\nApi-Version: 1.43\r\nServer: Docker/20.10.24+dfsg1 (linux)\r\n"
+             "Content-Length: 2\r\n\r\nOK"});
+  auto c = client_for(d);
+  auto v = c.negotiate();
+  EXPECT_EQ(v.engine, EngineKind::docker);
+  EXPECT_EQ(v.version, "20.10.24+dfsg1");
+  EXPECT_EQ(v.negotiated, (ApiVersion{1, 41}));
+  EXPECT_EQ(d.seen().size(), 1u);  // no /version
+
+  FakeDaemon p;
+  script_podman(p);
+  auto pc = client_for(p);
+  EXPECT_EQ(pc.negotiate().engine, EngineKind::podman);
+  EXPECT_EQ(pc.version().version, "4.3.1");
 }
 
 TEST(DockerClient, RefusesAnOldDaemonNamingItsVersion) {
@@ -168,6 +189,8 @@ TEST(DockerClient, ImportStreamsTheBodyChunkedAndTagsTheImageByItsId) {
   FakeDaemon d;
   d.answer_chunked(200, {"{\"status\":\"sha256:0123\"}\n"});
   d.answer(201, "");
+  d.answer(200, R"({"Id":"sha256:0123"})");  // Podman named it vibepit-base:latest, too
+  d.answer(200, R"([{"Untagged":"vibepit-base:latest"}])");
   auto c = client_for(d);
   std::vector<std::string> pieces = {std::string(100'000, 'a'), "", std::string(3, 'b')};
   std::size_t next = 0;
@@ -180,7 +203,7 @@ TEST(DockerClient, ImportStreamsTheBodyChunkedAndTagsTheImageByItsId) {
       "vibepit-base", "bookworm", {"LABEL dev.vibepit.role=base", "CMD [\"bash\"]"}, nullptr);
   EXPECT_EQ(id, "sha256:0123");
   auto seen = d.seen();
-  ASSERT_EQ(seen.size(), 2u);
+  ASSERT_EQ(seen.size(), 4u);
   EXPECT_EQ(seen[0].header("Transfer-Encoding"), "chunked");
   EXPECT_EQ(seen[0].body, pieces[0] + pieces[2]);
   EXPECT_NE(seen[0].target.find("fromSrc=-&repo=vibepit-base&tag=bookworm"), std::string::npos);
@@ -188,6 +211,20 @@ TEST(DockerClient, ImportStreamsTheBodyChunkedAndTagsTheImageByItsId) {
   // Podman names an import REPO:latest whatever the tag asked: the id is tagged again.
   EXPECT_EQ(seen[1].method, "POST");
   EXPECT_EQ(seen[1].target, "/v1.41/images/sha256%3A0123/tag?repo=vibepit-base&tag=bookworm");
+  // ... and that REPO:latest name, this image's, is taken off again.
+  EXPECT_EQ(seen[2].target, "/v1.41/images/vibepit-base%3Alatest/json");
+  EXPECT_EQ(seen[3].method, "DELETE");
+  EXPECT_EQ(seen[3].target, "/v1.41/images/vibepit-base%3Alatest");
+}
+
+TEST(DockerClient, AnImportLeavesALatestNameOfAnotherImageAlone) {
+  FakeDaemon d;
+  d.answer_chunked(200, {"{\"status\":\"sha256:0123\"}\n"});
+  d.answer(201, "");
+  d.answer(200, R"({"Id":"sha256:9999"})");
+  auto c = client_for(d);
+  c.image_import([](std::string&) { return false; }, "r", "t", {}, nullptr);
+  EXPECT_EQ(d.seen().size(), 3u);  // no DELETE
 }
 
 TEST(DockerClient, AnImportWithoutAnIdIsAnError) {
@@ -246,15 +283,15 @@ TEST(DockerClient, ConnectFirstTakesTheFirstEngineThatAnswersAndKnowsPodman) {
   EXPECT_EQ(c.version().engine, EngineKind::podman);
   EXPECT_EQ(c.version().version, "4.3.1");
   EXPECT_EQ(c.version().socket, podman.path());
-  EXPECT_TRUE(c.version().rootless);
+  EXPECT_TRUE(c.version().rootless);  // its socket is not root's
   EXPECT_EQ(c.options().socket_path, podman.path());
 
   FakeDaemon docker;
   script_version(docker, "1.41");
   auto d = Client::connect_first({docker.path(), podman.path()});
   EXPECT_EQ(d.version().engine, EngineKind::docker);
-  EXPECT_FALSE(d.version().rootless);
-  EXPECT_EQ(podman.seen().size(), 3u);  // the second engine was never asked
+  EXPECT_EQ(d.version().rootless, ::geteuid() != 0);
+  EXPECT_EQ(podman.seen().size(), 1u);  // the second engine was never asked
 }
 
 TEST(DockerClient, OnPodmanAnInternalNetworkHasNoHostAddressAndNoDns) {
@@ -265,7 +302,6 @@ TEST(DockerClient, OnPodmanAnInternalNetworkHasNoHostAddressAndNoDns) {
   d.answer(200, R"({"name":"n1","network_interface":"podman3"})");
   auto c = client_for(d);
   c.negotiate();
-  EXPECT_FALSE(c.version().rootless);
   const Json internal = {{"Name", "n1"},
                          {"Internal", true},
                          {"Options", {{"com.docker.network.bridge.inhibit_ipv4", "true"}}},
@@ -277,18 +313,18 @@ TEST(DockerClient, OnPodmanAnInternalNetworkHasNoHostAddressAndNoDns) {
   EXPECT_EQ(c.network_create(egress), "def");  // the Docker API, as on Docker
   EXPECT_EQ(c.network_bridge("abc"), "podman3");
   auto seen = d.seen();
-  ASSERT_EQ(seen.size(), 6u);
-  EXPECT_EQ(seen[3].target, "/v4.0.0/libpod/networks/create");
-  EXPECT_EQ(Json::parse(seen[3].body), (Json{{"name", "n1"},
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[1].target, "/v4.0.0/libpod/networks/create");
+  EXPECT_EQ(Json::parse(seen[1].body), (Json{{"name", "n1"},
                                              {"driver", "bridge"},
                                              {"internal", true},
                                              {"dns_enabled", false},
                                              {"ipv6_enabled", false},
                                              {"subnets", {{{"subnet", "10.9.0.0/28"}}}},
                                              {"labels", {{"dev.vibepit.session", "s1"}}}}));
-  EXPECT_EQ(seen[4].target, "/v1.41/networks/create");
-  EXPECT_EQ(Json::parse(seen[4].body), egress);
-  EXPECT_EQ(seen[5].target, "/v4.0.0/libpod/networks/abc/json");
+  EXPECT_EQ(seen[2].target, "/v1.41/networks/create");
+  EXPECT_EQ(Json::parse(seen[2].body), egress);
+  EXPECT_EQ(seen[3].target, "/v4.0.0/libpod/networks/abc/json");
 }
 
 TEST(DockerClient, ConnectFirstNamesEverySocketTriedAndTheWaysOut) {

@@ -50,15 +50,14 @@ using ProgressFn = std::function<void(const Progress&)>;
 using SourceFn = std::function<bool(std::string& out)>;
 
 struct VersionInfo {
-  EngineKind engine = EngineKind::docker;  // Podman names itself in /version's Components
+  EngineKind engine = EngineKind::docker;  // from /_ping's Server header (or /version)
   std::string version;                     // "20.10.24+dfsg1", "4.3.1"
-  std::string api_version;                 // the daemon's newest API
-  std::string min_api_version;
-  ApiVersion negotiated;  // what this client speaks to it
-  std::string os, arch;
-  std::string socket;     // where it answered
-  bool rootless = false;  // Podman's /info says so; its networks then live in a namespace
-                          // of their own, not the host's
+  std::string api_version;                 // the engine's newest API
+  std::string min_api_version;             // its oldest, when /version was asked
+  ApiVersion negotiated;                   // what this client speaks to it
+  std::string socket;                      // where it answered
+  bool rootless = false;  // its socket is not root's: the engine runs as a user, its
+                          // networks in a namespace of their own, not the host's
 };
 
 class Client {
@@ -71,8 +70,9 @@ class Client {
   // connect_first over engine_sockets(DOCKER_HOST, XDG_RUNTIME_DIR).
   static Client connect_from_env();
 
-  // GET /_ping and /version; sets the API version every later call uses. Throws
-  // DockerError(unsupported) for a daemon older than API 1.41, naming its version.
+  // GET /_ping (and /version when its headers do not say); sets the API version every later
+  // call uses. Throws DockerError(unsupported) for an engine older than API 1.41, naming
+  // its version.
   VersionInfo negotiate();
   const ApiVersion& api() const { return api_; }
   // What the last negotiate() found.

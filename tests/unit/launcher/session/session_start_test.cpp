@@ -25,10 +25,13 @@ TEST(RunOptionsTest, Memory) {
 TEST(StartSessionTest, ARootlessEngineIsRefusedBeforeAnythingIsMade) {
   using vibepit::docker::test::Answer;
   vibepit::docker::test::FakeDaemon d;
-  d.answer(Answer{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK"});
-  d.answer(200, R"({"Components":[{"Name":"Podman Engine"}],"Version":"4.3.1",)"
-                R"("ApiVersion":"1.41","MinAPIVersion":"1.24"})");
-  d.answer(200, R"({"SecurityOptions":["name=rootless"]})");
+  d.answer(
+      Answer{"HTTP/1.1 200 OK\r\nApi-Version: 1.41\r\nServer: Libpod/4.3.1 (linux)\r\n"
+             "Content-Length: 2\r\n\r\nOK"});
+  // A rootless engine's socket is its user's.
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(d.path().c_str(), 4321, 4321), 0);
+  }
   vibepit::docker::ClientOptions o;
   o.socket_path = d.path();
   vibepit::docker::Client c(o);
@@ -46,5 +49,5 @@ TEST(StartSessionTest, ARootlessEngineIsRefusedBeforeAnythingIsMade) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_EQ(d.seen().size(), 3u);  // /_ping, /version, /info: nothing after them
+  EXPECT_EQ(d.seen().size(), 1u);  // /_ping: nothing after it
 }
