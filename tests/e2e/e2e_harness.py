@@ -39,13 +39,24 @@ TEST_UID = 4242          # the non-root user e2e sessions run as (files keep its
 # scripts/test.sh starts `podman system service` for it). The docker CLI the fixtures use
 # and vibepit both follow DOCKER_HOST there. Rootful Podman's socket is root's, so vibepit
 # runs as root; the agent is then the project's owner, TEST_UID, as it is on Docker.
+SOCKETS = {"docker": "/var/run/docker.sock", "podman": "/run/podman/podman.sock"}
 ENGINE = os.environ.get("VIBEPIT_E2E_ENGINE", "docker")
-if ENGINE not in ("docker", "podman"):
+if ENGINE not in SOCKETS:
     raise SystemExit("VIBEPIT_E2E_ENGINE=%s: expected docker or podman" % ENGINE)
-SOCKET = "/run/podman/podman.sock" if ENGINE == "podman" else "/var/run/docker.sock"
+SOCKET = SOCKETS[ENGINE]
 if ENGINE == "podman":
     os.environ["DOCKER_HOST"] = "unix://" + SOCKET
 VIBEPIT_AS_ROOT = ENGINE == "podman"
+
+
+def engine_env(engine):
+    """The environment for the docker CLI and vibepit to use `engine` (a benchmark uses
+    both in one run)."""
+    env = dict(os.environ)
+    env.pop("DOCKER_HOST", None)
+    if engine == "podman":
+        env["DOCKER_HOST"] = "unix://" + SOCKETS[engine]
+    return env
 
 
 def bin_dir():
@@ -68,14 +79,14 @@ def sh(*argv, check=True, capture=True, timeout=120, **kw):
     return r
 
 
-def docker_api(method, path, body=None, timeout=30):
+def docker_api(method, path, body=None, timeout=30, engine=None):
     """One call to the Engine API over its socket (status, parsed body): for looking, and
     for probing what a test must show is impossible (an exec in the proxy)."""
     class Conn(http.client.HTTPConnection):
         def connect(self):
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self.sock.settimeout(timeout)
-            self.sock.connect(SOCKET)
+            self.sock.connect(SOCKETS[engine or ENGINE])
     c = Conn("docker")
     data = json.dumps(body) if body is not None else None
     c.request(method, "/v1.41" + path, body=data,
@@ -121,11 +132,20 @@ def docker_ready():
 
 
 class FakeInternet:
-    def __init__(self):
-        self.name = "vpe2e%d" % os.getpid()
+    """On `engine`, in the /24 `net` (198.51.100 by default: SUBNET, DNS_ADDR, UPSTREAMS);
+    a second one beside it (a benchmark of both engines) takes 203.0.113."""
+
+    def __init__(self, engine=None, net="198.51.100"):
+        self.engine = engine or ENGINE
+        self.env = engine_env(self.engine)
+        suffix = "p" if self.engine == "podman" else ""
+        self.name = "vpe2e%d%s" % (os.getpid(), suffix)
         self.ns = self.name + "net"
-        self.bridge = "vpe2ebr%d" % (os.getpid() % 100000)
-        self.veth = "vpe2ev%d" % (os.getpid() % 100000)
+        self.bridge = "vpe2ebr%d%s" % (os.getpid() % 100000, suffix)
+        self.veth = "vpe2ev%d%s" % (os.getpid() % 100000, suffix)
+        self.subnet, self.gateway = net + ".0/24", net + ".1"
+        self.dns_addr = net + ".53"
+        self.upstreams = [net + ".%d" % i for i in (10, 11, 12, 13)]
         self.tmp = tempfile.mkdtemp(prefix=self.name + "-")
         self.procs = []
         self.made_user = False
@@ -136,14 +156,16 @@ class FakeInternet:
         need("docker")
         need("setpriv")
         try:
-            sh("docker", "network", "create", "--driver", "bridge", "--subnet", SUBNET,
-               "--gateway", GATEWAY, "-o", "com.docker.network.bridge.name=" + self.bridge,
-               "--label", "%s=%d" % (TEST_LABEL, os.getpid()), self.name)
-            if ENGINE == "podman":
+            # Containers (the proxies) take addresses in the upper half, away from the fakes.
+            sh("docker", "network", "create", "--driver", "bridge", "--subnet", self.subnet,
+               "--gateway", self.gateway, "--ip-range", self.subnet.replace(".0/24", ".128/25"),
+               "-o", "com.docker.network.bridge.name=" + self.bridge,
+               "--label", "%s=%d" % (TEST_LABEL, os.getpid()), self.name, env=self.env)
+            if self.engine == "podman":
                 # netavark makes a network's bridge when a first container joins it; the
                 # fake hosts' veth needs it now, so it is made here and netavark takes it.
                 sh("ip", "link", "add", "name", self.bridge, "type", "bridge")
-                sh("ip", "addr", "add", GATEWAY + "/24", "dev", self.bridge)
+                sh("ip", "addr", "add", self.gateway + "/24", "dev", self.bridge)
                 sh("ip", "link", "set", self.bridge, "up")
             sh("ip", "netns", "add", self.ns)
             sh("ip", "-n", self.ns, "link", "set", "lo", "up")
@@ -151,7 +173,7 @@ class FakeInternet:
                "netns", self.ns)
             sh("ip", "link", "set", self.veth, "master", self.bridge)
             sh("ip", "link", "set", self.veth, "up")
-            for a in [DNS_ADDR] + UPSTREAMS:
+            for a in [self.dns_addr] + self.upstreams:
                 sh("ip", "-n", self.ns, "addr", "add", a + "/24", "dev", "vpe2ein")
             sh("ip", "-n", self.ns, "link", "set", "vpe2ein", "up")
             self._start_fakes()
@@ -170,12 +192,12 @@ class FakeInternet:
     def _start_fakes(self):
         stats = os.path.join(self.tmp, "dns-stats.json")
         ready = os.path.join(self.tmp, "upstream.ready")
-        self._popen([sys.executable, os.path.join(FAKES, "fake_dns.py"), "--listen", DNS_ADDR,
+        self._popen([sys.executable, os.path.join(FAKES, "fake_dns.py"), "--listen", self.dns_addr,
                      "--port", "53", "--stats", stats], "fake_dns")
         argv = [sys.executable, os.path.join(FAKES, "fake_upstream.py"), "--ready", ready,
                 "--log", os.path.join(self.tmp, "upstream-conns.ndjson"),
                 "--http", "80,8080", "--echo", "443,8443"]
-        for a in UPSTREAMS:
+        for a in self.upstreams:
             argv += ["--addr", a]
         self._popen(argv, "fake_upstream")
 
@@ -203,8 +225,8 @@ class FakeInternet:
         self.procs = []
         sh("ip", "netns", "del", self.ns, check=False)
         sh("ip", "link", "del", self.veth, check=False)
-        sh("docker", "network", "rm", self.name, check=False)
-        if ENGINE == "podman":
+        sh("docker", "network", "rm", self.name, check=False, env=self.env)
+        if self.engine == "podman":
             sh("ip", "link", "del", self.bridge, check=False)
         shutil.rmtree(self.tmp, ignore_errors=True)
         if self.made_user:
@@ -232,8 +254,10 @@ def ensure_test_user():
 class Workspace:
     """A project, a home and a state directory, owned by the user vibepit runs as."""
 
-    def __init__(self, uid=TEST_UID):
+    def __init__(self, uid=TEST_UID, as_root=None):
         self.uid = uid
+        # vibepit itself as root (rootful Podman's socket is root's), the agent still `uid`
+        self.as_root = VIBEPIT_AS_ROOT if as_root is None else as_root
         self.root = tempfile.mkdtemp(prefix="vpe2e-ws-")
         os.chmod(self.root, 0o755)
         self.project = os.path.join(self.root, "project")
@@ -249,18 +273,25 @@ class Workspace:
         env = dict(extra or {})
         env.update({"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"),
                     "HOME": self.home, "XDG_STATE_HOME": self.state,
-                    "VIBEPIT_TEST_EGRESS_NETWORK": internet.name, "NO_COLOR": "1",
+                    "NO_COLOR": "1",
                     # everything vibepit creates for the tests carries dev.vibepit.test=e2e
                     "VIBEPIT_TEST_LABEL": "e2e"})
+        # On Docker the proxies share the fake internet's network as their egress network. On
+        # Podman each session makes its own, as it does for users, and reaches the fake
+        # internet through the host: netavark cleans up after a container asynchronously,
+        # and the cleanup of one proxy on a shared network can take the next proxy's port
+        # forward (its control API) with it.
+        if internet.engine == "docker":
+            env["VIBEPIT_TEST_EGRESS_NETWORK"] = internet.name
         for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "DOCKER_HOST"):
-            if k in os.environ:
+            if k in os.environ and k not in env:
                 env[k] = os.environ[k]
         return env
 
     def argv(self, args):
         """vibepit ARGS as this workspace's user (in the docker group, as a user would be)."""
         vibepit = os.path.join(BIN, "vibepit")
-        if self.uid == 0 or VIBEPIT_AS_ROOT:
+        if self.uid == 0 or self.as_root:
             return [vibepit] + args
         docker_gid = grp.getgrnam("docker").gr_gid
         return [need("setpriv"), "--reuid", str(self.uid), "--regid", str(self.uid),

@@ -211,6 +211,12 @@ void Session::create_networks() {
       s = parse_subnet4((*net)["IPAM"]["Config"][0].value("Subnet", ""));
     if (!s)
       throw std::runtime_error("egress network " + spec_.egress_network + " has no IPv4 subnet");
+    // Containers take addresses from the network's IP range when it has one (the rest of
+    // the subnet may hold hosts the engine does not know).
+    Subnet4 pick_from = *s;
+    if (auto r = parse_subnet4((*net)["IPAM"]["Config"][0].value("IPRange", ""));
+        r && r->prefix >= s->prefix && r->prefix <= 30)
+      pick_from = *r;
     std::vector<std::string> used;
     if (net->contains("Containers") && (*net)["Containers"].is_object())
       for (const auto& [k, c] : (*net)["Containers"].items()) {
@@ -218,8 +224,13 @@ void Session::create_networks() {
         used.push_back(a.substr(0, a.find('/')));
       }
     const std::string gateway = (*net)["IPAM"]["Config"][0].value("Gateway", s->host(1));
-    for (std::uint32_t i = 2; i < (1u << (32 - s->prefix)) - 1; ++i) {
-      const std::string a = s->host(i);
+    // From a place the session id picks, not the first free one: a previous session's proxy
+    // on this shared network may still be being torn down (Podman cleans up after a
+    // container asynchronously), and its teardown would take the port forward of a new
+    // proxy at the same address with it.
+    const std::uint32_t hosts = (1u << (32 - pick_from.prefix)) - 2;  // not the first or last
+    for (std::uint32_t k = 0; k < hosts; ++k) {
+      const std::string a = pick_from.host(1 + static_cast<std::uint32_t>((seed + k) % hosts));
       if (a != gateway && std::find(used.begin(), used.end(), a) == used.end()) {
         proxy_egress_ip_ = a;
         break;
