@@ -6,28 +6,41 @@
 dockerd_pid=""
 dockerd_log="${TMPDIR:-/tmp}/vibepit-dockerd.log"
 
-start_docker() {
-  if docker info >/dev/null 2>&1; then return 0; fi
-  echo "docker: no Docker engine answers; starting dockerd (log: $dockerd_log)"
-  dockerd >"$dockerd_log" 2>&1 &
-  dockerd_pid=$!
-  local i
+# wait_for_engine WHAT PID LOG CHECK...: true once CHECK succeeds; false, with the end of LOG,
+# when PID ends first or a minute passes.
+wait_for_engine() {
+  local what="$1" pid="$2" log="$3" i
+  shift 3
   for i in $(seq 1 120); do
-    if docker info >/dev/null 2>&1; then return 0; fi
-    if ! kill -0 "$dockerd_pid" 2>/dev/null; then break; fi
+    if "$@"; then return 0; fi
+    if ! kill -0 "$pid" 2>/dev/null; then break; fi
     sleep 0.5
   done
-  echo "docker: dockerd did not come up; the end of its log:" >&2
-  tail -20 "$dockerd_log" >&2
+  echo "$what did not come up; the end of its log:" >&2
+  tail -20 "$log" >&2
   return 1
 }
 
+docker_answers() { docker info >/dev/null 2>&1; }
+
+start_docker() {
+  if docker_answers; then return 0; fi
+  echo "docker: no Docker engine answers; starting dockerd (log: $dockerd_log)"
+  dockerd >"$dockerd_log" 2>&1 &
+  dockerd_pid=$!
+  wait_for_engine "docker: dockerd" "$dockerd_pid" "$dockerd_log" docker_answers
+}
+
+# stop_started PID: end a process this shell started (nothing for an empty PID).
+stop_started() {
+  [ -n "$1" ] || return 0
+  kill "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+}
+
 stop_docker() {
-  if [ -n "$dockerd_pid" ]; then
-    kill "$dockerd_pid" 2>/dev/null
-    wait "$dockerd_pid" 2>/dev/null
-    dockerd_pid=""
-  fi
+  stop_started "$dockerd_pid"
+  dockerd_pid=""
 }
 
 podman_socket=/run/podman/podman.sock
@@ -44,21 +57,10 @@ start_podman() {
   mkdir -p "$(dirname "$podman_socket")"
   podman system service --time=0 "unix://$podman_socket" >"$podman_log" 2>&1 &
   podman_pid=$!
-  local i
-  for i in $(seq 1 120); do
-    if podman_answers; then return 0; fi
-    if ! kill -0 "$podman_pid" 2>/dev/null; then break; fi
-    sleep 0.5
-  done
-  echo "podman: the service did not come up; the end of its log:" >&2
-  tail -20 "$podman_log" >&2
-  return 1
+  wait_for_engine "podman: the service" "$podman_pid" "$podman_log" podman_answers
 }
 
 stop_podman() {
-  if [ -n "$podman_pid" ]; then
-    kill "$podman_pid" 2>/dev/null
-    wait "$podman_pid" 2>/dev/null
-    podman_pid=""
-  fi
+  stop_started "$podman_pid"
+  podman_pid=""
 }
