@@ -355,13 +355,30 @@ class ModuleInternet:
         return getattr(self.internet, name)
 
 
+def leaked_forward_rules():
+    """FORWARD rules vibepit made for a session bridge that no longer exists (rootful
+    Podman's internal networks get one; the tests run one at a time, so a rule whose bridge
+    is gone outlived its session)."""
+    iptables = shutil.which("iptables", path="/usr/sbin:/sbin")
+    if os.geteuid() != 0 or not iptables:
+        return []
+    out = []
+    for line in sh(iptables, "-w", "5", "-S", "FORWARD").stdout.splitlines():
+        w = line.replace('"', "").split()
+        if len(w) == 12 and w[2] == "-i" and w[9].startswith("vibepit-session:") \
+                and not os.path.exists("/sys/class/net/" + w[3]):
+            out.append("forward-rule:" + w[9])
+    return out
+
+
 def left_over(label_selector):
-    """Containers and networks that still carry the label."""
+    """Containers and networks that still carry the label, and FORWARD rules of sessions
+    that are gone."""
     out = []
     for kind in ("ps -a", "network ls"):
         r = sh("docker", *kind.split(), "-q", "--filter", "label=" + label_selector)
         out += [kind.split()[0] + ":" + x for x in r.stdout.split()]
-    return out
+    return out + leaked_forward_rules()
 
 
 def reachable_copy(bin_path):

@@ -35,7 +35,7 @@ namespace {
 // What the signal watcher needs to stop a run at any point.
 struct Stop {
   std::mutex mu;
-  docker::ClientOptions docker;
+  docker::Client docker;   // negotiated (its engine's traits too)
   std::string session_id;  // set once something of the session may exist
   std::string sandbox_id;  // set once the sandbox is created
   std::atomic<int> signal{0};
@@ -298,7 +298,7 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
     docker.emplace(connect_engine());
     {
       std::lock_guard lock(g_stop.mu);
-      g_stop.docker = docker->options();
+      g_stop.docker = *docker;
     }
     const fs::path root = o.sandbox.sessions_root.empty() ? control::default_sessions_root()
                                                           : o.sandbox.sessions_root;

@@ -32,11 +32,12 @@ namespace {
 
 // State the signal watcher shares with the main thread.
 struct Shared {
-  std::mutex setup;              // held while the main thread changes the session
-  std::string session_id;        // non-empty once something may exist to remove
-  docker::ClientOptions docker;  // the watcher opens its own connections
-  std::mutex resize_mu;          // guards the two below (main sets, the watcher reads)
-  std::string resize_target;     // container id, or exec id when `is_exec`
+  std::mutex setup;           // held while the main thread changes the session
+  std::string session_id;     // non-empty once something may exist to remove
+  docker::Client docker;      // negotiated (its engine's traits too); copies open their own
+                              // connections
+  std::mutex resize_mu;       // guards the two below (main sets, the watcher reads)
+  std::string resize_target;  // container id, or exec id when `is_exec`
   bool is_exec = false;
   std::atomic<bool> tty{false};
   termios saved{};
@@ -233,7 +234,10 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     auto project =
         resolve_project(o.path, home ? home : "", state_dir_for(o.sandbox.sessions_root));
     auto docker = connect_engine();
-    g.docker = docker.options();
+    {
+      std::lock_guard resize_lock(g.resize_mu);  // g.setup is held already
+      g.docker = docker;
+    }
     // One set-up at a time per project: a second vibepit run waits here, then finds the
     // first one's sandbox running and joins it instead of starting another session.
     ProjectLock project_lock(state_dir_for(o.sandbox.sessions_root), project);
