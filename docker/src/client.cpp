@@ -28,8 +28,8 @@ const std::vector<Header> kUpgrade = {{"Connection", "Upgrade"}, {"Upgrade", "tc
 }  // namespace
 
 const EngineTraits& traits_of(EngineKind kind) {
-  static constexpr EngineTraits kDocker{"", false, false};
-  static constexpr EngineTraits kPodman{"localhost/", true, true};
+  static constexpr EngineTraits kDocker{"", false, false, ""};
+  static constexpr EngineTraits kPodman{"localhost/", true, true, "keep-id"};
   return kind == EngineKind::podman ? kPodman : kDocker;
 }
 
@@ -142,7 +142,10 @@ VersionInfo Client::negotiate() {
   v.socket = opts_.socket_path;
   // A rootless engine runs as its user, who made its socket; a rootful one's is root's.
   struct stat st {};
-  v.rootless = ::stat(opts_.socket_path.c_str(), &st) == 0 && st.st_uid != 0;
+  if (::stat(opts_.socket_path.c_str(), &st) == 0) {
+    v.socket_uid = st.st_uid;
+    v.rootless = st.st_uid != 0;
+  }
   v.negotiated = negotiate_api(v.api_version, v.min_api_version);
   api_ = v.negotiated;
   version_ = v;

@@ -145,6 +145,50 @@ std::vector<std::string> mounted_project_guards() {
   return out;
 }
 
+std::string private_mount_holding(std::string_view mountinfo, const fs::path& path) {
+  const fs::path target = path.lexically_normal();
+  std::string best_state;
+  std::size_t best_depth = 0;
+  std::istringstream lines{std::string(mountinfo)};
+  for (std::string line; std::getline(lines, line);) {
+    // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+    const auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream head(line.substr(0, dash));
+    std::string id, parent, dev, root, mountpoint, options, field;
+    if (!(head >> id >> parent >> dev >> root >> mountpoint >> options)) continue;
+    bool shared = false;
+    while (head >> field) shared = shared || field.rfind("shared:", 0) == 0;
+    const fs::path at = fs::path(unescape_mountinfo(mountpoint)).lexically_normal();
+    // `at` holds `target` when it is a prefix of it, component by component.
+    auto t = target.begin();
+    std::size_t depth = 0;
+    bool holds = true;
+    for (const auto& a : at) {
+      if (a.empty()) continue;  // the trailing "" of "/dir/"
+      if (t == target.end() || a != *t) {
+        holds = false;
+        break;
+      }
+      ++t;
+      ++depth;
+    }
+    // Later lines stack on earlier ones at the same point.
+    if (holds && depth >= best_depth) {
+      best_depth = depth;
+      best_state = shared ? "" : at.string();
+    }
+  }
+  return best_state;
+}
+
+std::string private_mount_holding(const fs::path& path) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::stringstream text;
+  text << in.rdbuf();
+  return private_mount_holding(text.str(), path);
+}
+
 std::size_t project_guard_refusals(const fs::path& session_dir) {
   std::ifstream in(session_dir / "project-guard.log");
   std::size_t n = 0;

@@ -76,6 +76,31 @@ AgentUser choose_agent_user(const AgentUserFacts& f) {
   return {f.owner_uid, f.owner_gid};
 }
 
+void check_engine_keeps_ids(const docker::VersionInfo& engine, const docker::EngineTraits& traits,
+                            const AgentUser& agent) {
+  if (!engine.rootless) return;
+  const std::string which = "rootless " + std::string(docker::to_string(engine.engine)) + " at " +
+                            engine.socket + " (uid " + std::to_string(engine.socket_uid) + ")";
+  if (*traits.rootless_userns_keeping_ids == '\0')
+    throw AgentUserRefused(
+        which +
+        " cannot map the agent's user to itself, so the agent's files would belong to a "
+        "subordinate uid, not to the project's owner. Use rootful Docker, or Podman (rootless, "
+        "or as root with DOCKER_HOST=unix:///run/podman/podman.sock)");
+  if (agent.uid != engine.socket_uid)
+    throw AgentUserRefused(which +
+                           " can run the agent as its own user only (its files would belong to a "
+                           "subordinate uid otherwise), and the agent would be " +
+                           ids(agent.uid, agent.gid) + ": run vibepit as uid " +
+                           std::to_string(engine.socket_uid) +
+                           " on a project it owns, or use a rootful engine");
+}
+
+const char* rootless_userns(const docker::Client& docker) {
+  const char* mode = docker.traits().rootless_userns_keeping_ids;
+  return docker.version().rootless && *mode != '\0' ? mode : nullptr;
+}
+
 AgentUserFacts agent_user_facts(const std::string& project, std::optional<AgentUser> requested) {
   struct stat st {};
   if (::stat(project.c_str(), &st) != 0)

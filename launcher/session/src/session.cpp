@@ -22,6 +22,7 @@
 #include "vibepit/launcher/guard/project_guard.hpp"
 #include "vibepit/launcher/host/owned_fd.hpp"
 #include "vibepit/launcher/host/sha256.hpp"
+#include "vibepit/launcher/session/agent_user.hpp"
 #include "vibepit/launcher/session/bridge_rule.hpp"
 
 namespace vibepit::launcher {
@@ -320,6 +321,7 @@ std::string Session::start_proxy(const control::PeerCredentials& server) {
   // Docker's embedded DNS (127.0.0.11, which a process in the sandbox can still query)
   // answers container names on the session network. A random suffix the sandbox is never
   // told keeps the proxy's name out of its reach.
+  if (const char* userns = rootless_userns(docker_)) spec["HostConfig"]["UsernsMode"] = userns;
   proxy_id_ =
       docker_.container_create(spec, "vibepit-" + spec_.id + "-proxy-" + control::new_session_id() +
                                          control::new_session_id());
@@ -465,6 +467,7 @@ std::string Session::create_sandbox() {
   if (!spec_.command.empty()) spec["Cmd"] = spec_.command;
   if (!spec_.default_image)
     spec["User"] = std::to_string(spec_.uid) + ":" + std::to_string(spec_.gid);
+  if (const char* userns = rootless_userns(docker_)) spec["HostConfig"]["UsernsMode"] = userns;
   sandbox_id_ = docker_.container_create(spec, "vibepit-" + spec_.id + "-sandbox");
   if (report_) report_("creating sandbox " + spec_.sandbox_image + " (" + sandbox_ip_ + ")");
   return sandbox_id_;

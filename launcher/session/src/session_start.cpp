@@ -4,12 +4,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <thread>
 
 #include "vibepit/config/system_resolvers.hpp"
+#include "vibepit/control/client.hpp"
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/launcher/guard/project_guard.hpp"
 #include "vibepit/policy/classify.hpp"
@@ -134,6 +137,35 @@ std::vector<std::string> host_resolvers(const Report& report) {
   return out;
 }
 
+namespace {
+
+// The proxy said "ready"; the engine's forward of its published control port may not be up
+// yet (rootless Podman's forwarder accepts at once and resets the connection until its side
+// is). One answer from /v1/health within seconds, before the sandbox is made.
+void wait_for_control(const control::StoredSession& stored) {
+  using std::chrono::steady_clock;
+  const auto until = steady_clock::now() + std::chrono::seconds(10);
+  std::chrono::milliseconds pause(20);
+  for (;;) {
+    std::string why;
+    try {
+      control::ControlClient client(stored, std::chrono::seconds(2));
+      const auto r = client.get("/v1/health");
+      if (r.status == 200) return;
+      why = "/v1/health answered " + std::to_string(r.status);
+    } catch (const control::ConnectError& e) {
+      why = e.what();
+    }
+    if (steady_clock::now() + pause >= until)
+      throw std::runtime_error("the proxy is ready, but its control API at " + stored.info.control +
+                               " does not answer: " + why);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+  }
+}
+
+}  // namespace
+
 StartedSession start_session(docker::Client& docker, const SessionRequest& req,
                              const Report& report,
                              const std::function<void(const std::string&)>& on_id,
@@ -141,15 +173,31 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   // Who the agent is, decided first: a refusal leaves nothing behind.
   const AgentUser agent =
       choose_agent_user(agent_user_facts(req.project.root.string(), req.sandbox.user));
-  // A rootless engine maps the container's users onto the invoking user's subordinate ids,
-  // so the agent's files would not be the project owner's; not supported yet.
+  check_engine_keeps_ids(docker.version(), docker.traits(), agent);
+  const fs::path root =
+      fs::absolute(req.sandbox.sessions_root.empty() ? control::default_sessions_root()
+                                                     : req.sandbox.sessions_root);
   if (docker.version().rootless)
-    throw std::runtime_error(
-        "rootless " + std::string(docker::to_string(docker.version().engine)) + " at " +
-        docker.version().socket +
-        " is not supported yet: the agent's files would belong to a subordinate uid, not to "
-        "the project's owner. Use Docker, or rootful Podman (sudo, with "
-        "DOCKER_HOST=unix:///run/podman/podman.sock)");
+    if (const auto m = private_mount_holding(root); !m.empty())
+      throw std::runtime_error(
+          "rootless " + std::string(docker::to_string(docker.version().engine)) +
+          " runs in a mount namespace of its own, and sees the project's filter, mounted in " +
+          root.string() + ", only when that is under a shared mount; it is under " + m +
+          ", which is private (as in a container without systemd, which makes / shared at "
+          "boot). Make it shared (`sudo mount --make-rshared " +
+          m +
+          "`) then restart Podman (`podman system migrate` stops its containers and the process "
+          "that "
+          "keeps that namespace)");
+  if (docker.version().rootless && report) {
+    // Podman: "Resource limits are not supported and ignored on cgroups V1 rootless systems"
+    const auto info = docker.get("/info");
+    if (info.is_object() && info.value("CgroupVersion", "") == "1")
+      report(
+          "this rootless engine runs on cgroup v1, where it cannot limit a container: the "
+          "sandbox's memory, CPU and process limits are not enforced (cgroup v2 with "
+          "delegation, as systemd sets it up, enforces them)");
+  }
   SessionSpec spec;
   spec.project = req.project;
   spec.allow_http = req.rules.allow_http;
@@ -190,8 +238,6 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
 
   // 1. The session id and directory.
   spec.id = control::new_session_id();
-  const fs::path root = req.sandbox.sessions_root.empty() ? control::default_sessions_root()
-                                                          : req.sandbox.sessions_root;
   spec.dir = root / spec.id;
   fs::create_directories(spec.dir);
   fs::permissions(spec.dir, fs::perms::owner_all);
@@ -217,6 +263,7 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   control::write_client_set(spec.dir, creds.client_side(),
                             {spec.id, out.control, static_cast<std::int64_t>(::getpid()),
                              now_rfc3339(), req.project.root.string()});
+  wait_for_control(control::read_client_set(spec.dir));
   // The sandbox sees the project through a filter that refuses git repositories; started
   // once the client set names this launcher, so that `vibepit prune` leaves it alone.
   session.set_project_view(

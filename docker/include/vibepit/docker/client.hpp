@@ -41,6 +41,11 @@ struct EngineTraits {
   // when the engine runs as root: Podman (netavark 1.4) adds none for an internal network,
   // so a host whose FORWARD policy is DROP (dockerd sets it) drops it. Docker adds its own.
   bool internal_bridge_needs_forward_rule;
+  // A rootless engine maps the containers' users onto its user's subordinate ids; this
+  // HostConfig.UsernsMode maps the engine's own user to itself instead, so that what a
+  // container writes as that uid belongs to the user on the host ("" where the engine has
+  // no such mode: rootless Docker).
+  const char* rootless_userns_keeping_ids;
 };
 const EngineTraits& traits_of(EngineKind kind);
 
@@ -56,8 +61,9 @@ struct VersionInfo {
   std::string min_api_version;             // its oldest, when /version was asked
   ApiVersion negotiated;                   // what this client speaks to it
   std::string socket;                      // where it answered
-  bool rootless = false;  // its socket is not root's: the engine runs as a user, its
-                          // networks in a namespace of their own, not the host's
+  bool rootless = false;    // its socket is not root's: the engine runs as a user, its
+                            // networks in a namespace of their own, not the host's
+  unsigned socket_uid = 0;  // who owns the socket: the user a rootless engine runs as
 };
 
 class Client {

@@ -83,3 +83,34 @@ TEST(AgentUserTest, NeverRoot) {
   EXPECT_NE(refusal(facts(0, 4321, 4321, AgentUser{4321, 0})).find("root's group"),
             std::string::npos);
 }
+
+// A rootful engine runs any agent; a rootless one only its own user, and only where it can
+// map that user to itself (Podman's keep-id).
+TEST(AgentUserTest, ARootlessEngineRunsOnlyItsOwnUserAndOnlyWhereItKeepsIds) {
+  using vibepit::docker::EngineKind;
+  using vibepit::docker::traits_of;
+  vibepit::docker::VersionInfo v;
+  v.engine = EngineKind::podman;
+  v.socket = "/run/user/4321/podman/podman.sock";
+  v.rootless = false;
+  EXPECT_NO_THROW(check_engine_keeps_ids(v, traits_of(v.engine), {4321, 4321}));
+  EXPECT_NO_THROW(check_engine_keeps_ids(v, traits_of(v.engine), {5000, 5000}));
+  v.rootless = true;
+  v.socket_uid = 4321;
+  EXPECT_NO_THROW(check_engine_keeps_ids(v, traits_of(v.engine), {4321, 4321}));
+  EXPECT_NO_THROW(check_engine_keeps_ids(v, traits_of(v.engine), {4321, 100}));
+  EXPECT_THROW(check_engine_keeps_ids(v, traits_of(v.engine), {5000, 4321}), AgentUserRefused);
+  v.engine = EngineKind::docker;
+  EXPECT_THROW(check_engine_keeps_ids(v, traits_of(v.engine), {4321, 4321}), AgentUserRefused);
+}
+
+TEST(AgentUserTest, KeepIdOnlyOnARootlessPodman) {
+  EXPECT_STREQ(
+      vibepit::docker::traits_of(vibepit::docker::EngineKind::podman).rootless_userns_keeping_ids,
+      "keep-id");
+  EXPECT_STREQ(
+      vibepit::docker::traits_of(vibepit::docker::EngineKind::docker).rootless_userns_keeping_ids,
+      "");
+  vibepit::docker::Client rootful;  // not negotiated: Docker, rootful
+  EXPECT_EQ(rootless_userns(rootful), nullptr);
+}

@@ -93,6 +93,14 @@ std::string stop_project_guard(const std::string& session_id);
 // The sessions whose views are mounted here.
 std::vector<std::string> mounted_project_guards();
 
+// A rootless engine runs in a mount namespace of its own, made when it started: a mount made
+// later reaches it only when made under a shared mount. The mount point of the mount that
+// holds `path` (absolute) when that mount is not shared, per `mountinfo`
+// (/proc/self/mountinfo's text); empty when it is shared.
+std::string private_mount_holding(std::string_view mountinfo, const std::filesystem::path& path);
+// The same, for this process's mounts.
+std::string private_mount_holding(const std::filesystem::path& path);
+
 // How many refusals the session's filter logged (SESSION_DIR/project-guard.log).
 std::size_t project_guard_refusals(const std::filesystem::path& session_dir);
 

@@ -5,13 +5,16 @@
 // filter, which writes for the agent, cannot become anyone else). Run as root (sudo, a
 // root CI runner), it takes the project directory's owner, or --user. The agent never runs
 // as root: a root-owned project without --user, and --user 0, are refused before anything
-// is made.
+// is made. A rootless engine (Podman) runs containers in its user's namespace: the agent
+// can then only be that user, mapped to itself, for its files to be that user's.
 
 #include <sys/types.h>
 
 #include <optional>
 #include <stdexcept>
 #include <string>
+
+#include "vibepit/docker/client.hpp"
 
 namespace vibepit::launcher {
 
@@ -47,5 +50,16 @@ AgentUser choose_agent_user(const AgentUserFacts& facts);
 // The facts for `project` as this process sees them (stat, getuid); throws
 // std::runtime_error when the project cannot be examined.
 AgentUserFacts agent_user_facts(const std::string& project, std::optional<AgentUser> requested);
+
+// Whether `engine` can run the agent as `agent` with the agent's files theirs on the host:
+// any rootful engine can; a rootless one only as the user it runs as, and only where it can
+// map that user to itself (Podman's keep-id; rootless Docker cannot). Throws
+// AgentUserRefused saying what is missing and the ways out.
+void check_engine_keeps_ids(const docker::VersionInfo& engine, const docker::EngineTraits& traits,
+                            const AgentUser& agent);
+
+// The HostConfig.UsernsMode a session's containers get on `docker`'s engine: the mode that
+// keeps ids when the engine is rootless, else nullptr (the engine's default).
+const char* rootless_userns(const docker::Client& docker);
 
 }  // namespace vibepit::launcher
