@@ -212,6 +212,13 @@ asio::awaitable<void> ControlServer::Impl::follow(Conn& c, std::uint64_t after) 
       // Everything is sent: the final counters, then the end of the chunked body.
       c.arm(opts.timeout);
       co_await asio::async_write(c.stream, asio::buffer(chunk(data + end) + "0\r\n\r\n"), tok);
+      if (ec) co_return;
+      // Counted as a follower until the client, having read the end, closes: what relays
+      // the connection (a port forwarder) may otherwise lose the last bytes when the proxy
+      // exits at once (finish_followers waits for this, within its bound).
+      c.arm(opts.timeout);
+      char byte = 0;
+      co_await c.stream.async_read_some(asio::buffer(&byte, 1), tok);
       co_return;
     }
     if (data.empty() && clock::now() - last_write >= opts.heartbeat) data = "\n";
