@@ -64,3 +64,97 @@ stop_podman() {
   stop_started "$podman_pid"
   podman_pid=""
 }
+
+# Rootless Podman, run by the e2e tests' user (tests/e2e/e2e_harness.py: TEST_UID), made
+# here as a person's would be: the user, with subordinate ids and a home for Podman's store,
+# /run/user/UID, and /dev/net/tun open to every user (as udev leaves it; slirp4netns needs
+# it). Rootless Podman sees the project filter's mounts only under a shared mount (systemd
+# makes / shared at boot; a machine without it does not), so the tests' workspaces are made
+# in rootless_workdir, a shared mount of its own. stop_podman_rootless stops the service,
+# the containers and the process that keeps the user's namespaces, and unmounts that.
+rootless_uid=4242
+rootless_user=vibepit-e2e
+# (not under /var/lib: Podman 4.3 mounts a directory of its own over /var/lib in the mount
+# namespace it sets networks up in, where a store there is then not found)
+rootless_home=/home/vibepit-e2e
+rootless_socket=/run/user/$rootless_uid/podman/podman.sock
+rootless_workdir="${TMPDIR:-/tmp}/vibepit-e2e-rootless"
+rootless_pid=""
+rootless_log="${TMPDIR:-/tmp}/vibepit-podman-rootless.log"
+rootless_mounted=""
+
+rootless_answers() {
+  curl -sf --max-time 5 --unix-socket "$rootless_socket" http://podman/_ping >/dev/null 2>&1
+}
+
+# "${as_rootless[@]}" CMD...: CMD as the rootless user, in its own environment
+as_rootless=(setpriv --reuid "$rootless_uid" --regid "$rootless_uid" --init-groups --
+  env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$rootless_home"
+  XDG_RUNTIME_DIR="/run/user/$rootless_uid")
+
+start_podman_rootless() {
+  if ! getent passwd "$rootless_uid" >/dev/null; then
+    useradd --uid "$rootless_uid" --user-group --home-dir "$rootless_home" --create-home \
+      --shell /usr/sbin/nologin "$rootless_user" || return 1
+  fi
+  local name
+  name=$(getent passwd "$rootless_uid" | cut -d: -f1)
+  if ! grep -q "^$name:" /etc/subuid || ! grep -q "^$name:" /etc/subgid; then
+    usermod --add-subuids 3000000-3065535 --add-subgids 3000000-3065535 "$name" || return 1
+  fi
+  mkdir -p "$rootless_home/.config/containers"
+  # overlay in the user namespace (kernel 5.13+); Podman would otherwise pick vfs, which
+  # copies every layer for every container
+  [ -f "$rootless_home/.config/containers/storage.conf" ] ||
+    printf '[storage]\ndriver = "overlay"\n' >"$rootless_home/.config/containers/storage.conf"
+  chown -R "$rootless_uid:$rootless_uid" "$rootless_home"
+  [ ! -c /dev/net/tun ] || [ "$(stat -c %a /dev/net/tun)" = 666 ] || chmod 0666 /dev/net/tun
+  mkdir -p "$rootless_workdir"
+  if ! findmnt -no TARGET "$rootless_workdir" | grep -qx "$rootless_workdir"; then
+    mount --bind "$rootless_workdir" "$rootless_workdir" || return 1
+    rootless_mounted=1
+  fi
+  mount --make-shared "$rootless_workdir" || return 1
+  chmod 0755 "$rootless_workdir"
+  if rootless_answers; then return 0; fi
+  rootless_reset
+  echo "podman: starting rootless podman system service as uid $rootless_uid (log: $rootless_log)"
+  # A group of its own: Podman re-executes itself in the user's namespace, and the service
+  # is that child; stop_podman_rootless ends the group. VIBEPIT_PODMAN_LOG_LEVEL=debug
+  # logs each request.
+  setsid "${as_rootless[@]}" podman --log-level="${VIBEPIT_PODMAN_LOG_LEVEL:-warn}" \
+    system service --time=0 "unix://$rootless_socket" >"$rootless_log" 2>&1 &
+  rootless_pid=$!
+  wait_for_engine "podman: the rootless service" "$rootless_pid" "$rootless_log" rootless_answers
+}
+
+# What a rootless Podman leaves in the user's runtime directory when its service ends: the
+# process that keeps the user's namespaces (podman system migrate stops it), slirp4netns for
+# the namespace its networks live in, and that namespace's files, which the next service
+# would otherwise take for a live namespace ("failed to mount runtime directory for
+# rootless netns"). The directory goes, as it does when a person logs out.
+rootless_reset() {
+  local run="/run/user/$rootless_uid" pid
+  "${as_rootless[@]}" podman system migrate >/dev/null 2>&1 || true
+  pid=$(cat "$run/libpod/tmp/rootless-netns/rootless-netns-slirp4netns.pid" 2>/dev/null)
+  if [ -n "$pid" ] && [ "$(stat -c %u "/proc/$pid" 2>/dev/null)" = "$rootless_uid" ]; then
+    kill "$pid" 2>/dev/null
+  fi
+  rm -rf "$run"
+  mkdir -p "$(dirname "$rootless_socket")"
+  chown -R "$rootless_uid:$rootless_uid" "$run"
+  chmod 0700 "$run"
+}
+
+stop_podman_rootless() {
+  if [ -n "$rootless_pid" ]; then
+    kill -- "-$rootless_pid" 2>/dev/null
+    wait "$rootless_pid" 2>/dev/null
+    rootless_pid=""
+    rootless_reset
+  fi
+  if [ -n "$rootless_mounted" ]; then
+    umount -l "$rootless_workdir" 2>/dev/null
+    rootless_mounted=""
+  fi
+}

@@ -33,20 +33,26 @@ SUBNET, GATEWAY = "198.51.100.0/24", "198.51.100.1"
 DNS_ADDR = "198.51.100.53"
 UPSTREAMS = ["198.51.100.10", "198.51.100.11", "198.51.100.12", "198.51.100.13"]
 TEST_LABEL = "dev.vibepit.test"
-TEST_UID = 4242          # the non-root user e2e sessions run as (files keep its ownership)
 
-# The engine under test: Docker, or rootful Podman's Docker API (VIBEPIT_E2E_ENGINE=podman,
-# scripts/test.sh starts `podman system service` for it). The docker CLI the fixtures use
-# and vibepit both follow DOCKER_HOST there. Rootful Podman's socket is root's, so vibepit
-# runs as root; the agent is then the project's owner, TEST_UID, as it is on Docker.
-SOCKETS = {"docker": "/var/run/docker.sock", "podman": "/run/podman/podman.sock"}
+# The engine under test: Docker, rootful Podman's Docker API (VIBEPIT_E2E_ENGINE=podman), or
+# rootless Podman's, run by TEST_UID (podman-rootless); scripts/test.sh starts both Podman
+# services. The docker CLI the fixtures use and vibepit both follow DOCKER_HOST there.
+# Rootful Podman's socket is root's, so vibepit runs as root and the agent is the project's
+# owner, TEST_UID, as it is on Docker; rootless Podman's is TEST_UID's, who runs vibepit.
+TEST_UID = 4242          # the non-root user e2e sessions run as (files keep its ownership)
+SOCKETS = {"docker": "/var/run/docker.sock", "podman": "/run/podman/podman.sock",
+           "podman-rootless": "/run/user/%d/podman/podman.sock" % TEST_UID}
 ENGINE = os.environ.get("VIBEPIT_E2E_ENGINE", "docker")
 if ENGINE not in SOCKETS:
-    raise SystemExit("VIBEPIT_E2E_ENGINE=%s: expected docker or podman" % ENGINE)
+    raise SystemExit("VIBEPIT_E2E_ENGINE=%s: expected one of %s" % (ENGINE, ", ".join(SOCKETS)))
 SOCKET = SOCKETS[ENGINE]
-if ENGINE == "podman":
+if ENGINE != "docker":
     os.environ["DOCKER_HOST"] = "unix://" + SOCKET
 VIBEPIT_AS_ROOT = ENGINE == "podman"
+ROOTLESS = ENGINE == "podman-rootless"
+# Where workspaces are made: scripts/test.sh names a shared mount for rootless Podman, whose
+# mount namespace sees the project filter's mounts only under one.
+WORKDIR = os.environ.get("VIBEPIT_E2E_WORKDIR") or None
 
 
 def engine_env(engine):
@@ -54,7 +60,7 @@ def engine_env(engine):
     both in one run)."""
     env = dict(os.environ)
     env.pop("DOCKER_HOST", None)
-    if engine == "podman":
+    if engine != "docker":
         env["DOCKER_HOST"] = "unix://" + SOCKETS[engine]
     return env
 
@@ -123,6 +129,15 @@ def host_addresses_in(subnet):
     return out
 
 
+def limits_enforced(engine=None):
+    """Whether the engine sets a container's memory, CPU and process limits: rootless
+    Podman on cgroup v1 sets none ("not supported and ignored")."""
+    if (engine or ENGINE) != "podman-rootless":
+        return True
+    _, info = docker_api("GET", "/info", engine=engine)
+    return info.get("CgroupVersion") != "1"
+
+
 def docker_ready():
     try:
         status, _ = docker_api("GET", "/_ping", timeout=5)
@@ -138,7 +153,7 @@ class FakeInternet:
     def __init__(self, engine=None, net="198.51.100"):
         self.engine = engine or ENGINE
         self.env = engine_env(self.engine)
-        suffix = "p" if self.engine == "podman" else ""
+        suffix = {"docker": "", "podman": "p", "podman-rootless": "r"}[self.engine]
         self.name = "vpe2e%d%s" % (os.getpid(), suffix)
         self.ns = self.name + "net"
         self.bridge = "vpe2ebr%d%s" % (os.getpid() % 100000, suffix)
@@ -157,13 +172,18 @@ class FakeInternet:
         need("setpriv")
         try:
             # Containers (the proxies) take addresses in the upper half, away from the fakes.
-            sh("docker", "network", "create", "--driver", "bridge", "--subnet", self.subnet,
-               "--gateway", self.gateway, "--ip-range", self.subnet.replace(".0/24", ".128/25"),
-               "-o", "com.docker.network.bridge.name=" + self.bridge,
-               "--label", "%s=%d" % (TEST_LABEL, os.getpid()), self.name, env=self.env)
-            if self.engine == "podman":
-                # netavark makes a network's bridge when a first container joins it; the
-                # fake hosts' veth needs it now, so it is made here and netavark takes it.
+            # A rootless engine's networks are in a namespace of its own: its sessions reach
+            # the fake internet through the host (slirp4netns), on a bridge of the host's.
+            if self.engine != "podman-rootless":
+                sh("docker", "network", "create", "--driver", "bridge", "--subnet",
+                   self.subnet, "--gateway", self.gateway,
+                   "--ip-range", self.subnet.replace(".0/24", ".128/25"),
+                   "-o", "com.docker.network.bridge.name=" + self.bridge,
+                   "--label", "%s=%d" % (TEST_LABEL, os.getpid()), self.name, env=self.env)
+            if self.engine != "docker":
+                # Rootful: netavark makes a network's bridge when a first container joins
+                # it; the fake hosts' veth needs it now, so it is made here and netavark
+                # takes it. Rootless: the host's bridge, on no engine network.
                 sh("ip", "link", "add", "name", self.bridge, "type", "bridge")
                 sh("ip", "addr", "add", self.gateway + "/24", "dev", self.bridge)
                 sh("ip", "link", "set", self.bridge, "up")
@@ -225,8 +245,9 @@ class FakeInternet:
         self.procs = []
         sh("ip", "netns", "del", self.ns, check=False)
         sh("ip", "link", "del", self.veth, check=False)
-        sh("docker", "network", "rm", self.name, check=False, env=self.env)
-        if self.engine == "podman":
+        if self.engine != "podman-rootless":
+            sh("docker", "network", "rm", self.name, check=False, env=self.env)
+        if self.engine != "docker":
             sh("ip", "link", "del", self.bridge, check=False)
         shutil.rmtree(self.tmp, ignore_errors=True)
         if self.made_user:
@@ -258,7 +279,7 @@ class Workspace:
         self.uid = uid
         # vibepit itself as root (rootful Podman's socket is root's), the agent still `uid`
         self.as_root = VIBEPIT_AS_ROOT if as_root is None else as_root
-        self.root = tempfile.mkdtemp(prefix="vpe2e-ws-")
+        self.root = tempfile.mkdtemp(prefix="vpe2e-ws-", dir=WORKDIR)
         os.chmod(self.root, 0o755)
         self.project = os.path.join(self.root, "project")
         self.home = os.path.join(self.root, "home")
