@@ -1,8 +1,12 @@
 #include "vibepit/docker/client.hpp"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 namespace vibepit::docker {
@@ -34,6 +38,24 @@ const EngineTraits& traits_of(EngineKind kind) {
 }
 
 Client::Client(ClientOptions opts) : opts_(std::move(opts)) {}
+
+pid_t Client::engine_pid() const {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  pid_t pid = 0;
+  if (opts_.socket_path.size() < sizeof addr.sun_path) {
+    std::memcpy(addr.sun_path, opts_.socket_path.c_str(), opts_.socket_path.size() + 1);
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+      pid = cred.pid;
+  }
+  ::close(fd);
+  return pid;
+}
 
 Client Client::connect_first(const std::vector<std::string>& sockets, ClientOptions base) {
   std::string tried;

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include "vibepit/launcher/host/sha256.hpp"
 
@@ -97,6 +99,61 @@ std::vector<std::string> host_address_ranges() {
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+std::vector<std::string> local_address_ranges(std::string_view fib_trie,
+                                              std::string_view if_inet6) {
+  std::vector<std::string> out;
+  auto lines = [](std::string_view text, auto&& fn) {
+    while (!text.empty()) {
+      const auto nl = text.find('\n');
+      fn(text.substr(0, nl));
+      text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    }
+  };
+  // "|-- 192.0.2.2" and under it "/32 host LOCAL": an address of this namespace's own.
+  std::string last;
+  lines(fib_trie, [&](std::string_view line) {
+    const auto start = line.find_first_not_of(' ');
+    if (start == std::string_view::npos) return;
+    line.remove_prefix(start);
+    if (line.rfind("|-- ", 0) == 0) {
+      last = std::string(line.substr(4));
+    } else if (line.rfind("/32 host LOCAL", 0) == 0 && !last.empty()) {
+      in_addr a{};
+      if (::inet_pton(AF_INET, last.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) != 127)
+        out.push_back(last + "/32");
+    }
+  });
+  // "fe800000000000000000000000000001 04 40 20 80 eth0": the address in 32 hex digits.
+  lines(if_inet6, [&](std::string_view line) {
+    if (line.size() < 32) return;
+    in6_addr a{};
+    for (int i = 0; i < 16; ++i) {
+      unsigned v = 0;
+      const auto [p, ec] = std::from_chars(line.data() + 2 * i, line.data() + 2 * i + 2, v, 16);
+      if (ec != std::errc() || p != line.data() + 2 * i + 2) return;
+      a.s6_addr[i] = static_cast<std::uint8_t>(v);
+    }
+    if (IN6_IS_ADDR_LOOPBACK(&a) || IN6_IS_ADDR_LINKLOCAL(&a)) return;
+    char text[INET6_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET6, &a, text, sizeof text);
+    out.push_back(std::string(text) + "/128");
+  });
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<std::string> address_ranges_of(pid_t pid) {
+  auto slurp = [pid](const char* name) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/net/" + name);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  if (pid <= 0) return {};
+  return local_address_ranges(slurp("fib_trie"), slurp("if_inet6"));
 }
 
 std::string Subnet4::host(std::uint32_t index) const {

@@ -2,6 +2,8 @@
 // The Docker Engine API client: the operations vibepit needs, spoken as API 1.41 over the
 // engine's Unix socket, to Docker or to Podman's compatible service (what differs between
 // them is in EngineTraits). Errors are DockerError with the engine's own message.
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -158,6 +160,9 @@ class Client {
   Json exec_inspect(const std::string& exec_id);
 
   const ClientOptions& options() const { return opts_; }
+  // The process that serves the socket (SO_PEERCRED), as this process's PID namespace sees
+  // it; 0 when it cannot be told (another PID namespace, no answer).
+  pid_t engine_pid() const;
 
  private:
   std::string prefixed(const std::string& path) const;

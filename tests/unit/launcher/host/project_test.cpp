@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "vibepit/launcher/host/project.hpp"
@@ -65,4 +66,46 @@ TEST(SubnetTest, ParseOverlapAndChoose) {
   auto small = *parse_subnet4("192.0.2.0/27");
   EXPECT_TRUE(choose_subnet(small, 28, {*parse_subnet4("192.0.2.0/28")}, 0));
   EXPECT_FALSE(choose_subnet(small, 28, {small}, 0));
+}
+
+// The engine host's own addresses, as /proc/PID/net of the engine lists them: every
+// "/32 host LOCAL" entry of fib_trie (each address is in its Main and Local tables) and
+// every IPv6 address of if_inet6, loopback and link-local left out.
+TEST(LocalAddressRanges, FromProcNet) {
+  const char* fib_trie =
+      "Main:\n"
+      "  +-- 0.0.0.0/0 3 0 4\n"
+      "     +-- 127.0.0.0/8 2 0 2\n"
+      "           |-- 127.0.0.1\n"
+      "              /32 host LOCAL\n"
+      "     +-- 172.17.0.0/16 2 0 2\n"
+      "           |-- 172.17.0.0\n"
+      "              /16 link UNICAST\n"
+      "           |-- 172.17.0.1\n"
+      "              /32 host LOCAL\n"
+      "        |-- 172.17.255.255\n"
+      "           /32 link BROADCAST\n"
+      "        |-- 198.51.100.1\n"
+      "           /32 host LOCAL\n"
+      "Local:\n"
+      "           |-- 172.17.0.1\n"
+      "              /32 host LOCAL\n";
+  const char* if_inet6 =
+      "00000000000000000000000000000001 01 80 10 80       lo\n"
+      "fe8000000000000000fc00fffe000001 04 40 20 80     eth0\n"
+      "20010db8000000000000000000000042 04 40 00 80     eth0\n"
+      "short\n";
+  EXPECT_EQ(local_address_ranges(fib_trie, if_inet6),
+            (std::vector<std::string>{"172.17.0.1/32", "198.51.100.1/32", "2001:db8::42/128"}));
+  EXPECT_TRUE(local_address_ranges("", "").empty());
+  EXPECT_TRUE(local_address_ranges("|-- not-an-address\n/32 host LOCAL\n", "zz\n").empty());
+  EXPECT_TRUE(address_ranges_of(0).empty());
+}
+
+// This process's own namespace read from /proc: addresses getifaddrs has too (it also has
+// those of interfaces that are down, which have no local route).
+TEST(LocalAddressRanges, OwnNamespaceHoldsOnlyItsInterfacesAddresses) {
+  const auto interfaces = host_address_ranges();
+  for (const auto& r : address_ranges_of(::getpid()))
+    EXPECT_TRUE(std::binary_search(interfaces.begin(), interfaces.end(), r)) << r;
 }

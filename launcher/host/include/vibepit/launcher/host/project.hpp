@@ -1,9 +1,12 @@
 #pragma once
 // The project a session serves, and the host facts a session is set up from.
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace vibepit::launcher {
@@ -24,6 +27,14 @@ Project resolve_project(const std::filesystem::path& given, const std::string& h
 // The host's own interface addresses as /32 and /128 ranges (loopback and IPv6 link-local
 // left out: always blocked anyway). They go into the session proxy's block-cidr.
 std::vector<std::string> host_address_ranges();
+// The same for the network namespace process `pid` is in, from /proc/PID/net: the host's
+// when that is the engine's and vibepit itself is in another (a container, `unshare -n`).
+// Empty when it cannot be read.
+std::vector<std::string> address_ranges_of(pid_t pid);
+// What address_ranges_of reads: the local IPv4 addresses in `fib_trie` and the IPv6 ones in
+// `if_inet6` (both as /proc/net has them), as /32 and /128 ranges, sorted, loopback and
+// IPv6 link-local left out.
+std::vector<std::string> local_address_ranges(std::string_view fib_trie, std::string_view if_inet6);
 
 // An IPv4 subnet for a session network.
 struct Subnet4 {
