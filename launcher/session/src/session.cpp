@@ -151,6 +151,10 @@ void Session::create_networks() {
   const EngineNetworks engine = engine_networks(docker_);
   for (const auto& s : engine.subnets) taken.push_back(s);
   engine_host_ranges_ = engine.host_ranges;
+  // The engine host's own addresses, read from the engine's network namespace: they are
+  // not among this process's interfaces when vibepit runs in a namespace of its own, and a
+  // rootless engine's egress (slirp4netns) reaches every one of them.
+  for (auto& r : address_ranges_of(docker_.engine_pid())) engine_host_ranges_.push_back(r);
   const std::uint64_t seed = std::stoull(spec_.id.substr(0, 8), nullptr, 16);
 
   // Docker may still refuse a subnet it holds in a pool we cannot see: try a few.
