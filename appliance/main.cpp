@@ -102,8 +102,9 @@ int run(int argc, char** argv) {
     return 2;
   }
   const bool have_credentials = !session_dir.empty() || control_opts.credentials_fd >= 0;
-  if (!cfg.control.listen.empty() && !have_credentials) {
-    std::cerr << "vibepit-proxy: control-listen is set, but the control API needs credentials: "
+  if ((!cfg.control.listen.empty() || !cfg.control.socket.empty()) && !have_credentials) {
+    std::cerr << "vibepit-proxy: control-listen or control-socket is set, but the control API "
+                 "needs credentials: "
                  "pass --session-dir DIR or --credentials-fd N\n";
     return 2;
   }
@@ -165,12 +166,16 @@ int run(int argc, char** argv) {
     // The control plane registers its counters with the log, so it comes before log.start().
     if (have_credentials) {
       auto control_cfg = cfg.control;
-      control_cfg.listen = vibepit::config::control_listen_or_default(cfg);
+      // A control socket alone: no TCP listener by default.
+      if (cfg.control.socket.empty())
+        control_cfg.listen = vibepit::config::control_listen_or_default(cfg);
       control.emplace(std::move(control_cfg), store, log, control_opts);
       for (const auto& ep : control->listen()) {
         // "listening control ADDR:PORT" (mutual TLS).
         spdlog::info("listening control {}", endpoint_text(ep.address(), ep.port()));
       }
+      if (!cfg.control.socket.empty())
+        spdlog::info("listening control unix:{}", cfg.control.socket);
       if (!session_dir.empty())
         spdlog::info("session {} credentials in {}", control->session_id(), session_dir);
     }

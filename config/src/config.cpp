@@ -183,10 +183,24 @@ bool parse_dns_key(const std::string& key, const json& v, DnsConfig& dns) {
   return true;
 }
 
+// A unix socket's path: absolute, and short enough for sun_path (107 bytes and a NUL).
+std::string socket_path(const json& v, const std::string& key) {
+  if (!v.is_string()) throw ConfigError(key, "expected a string (an absolute path)");
+  const auto& p = v.get_ref<const std::string&>();
+  if (p.empty() || p[0] != '/' || p.find('\0') != std::string::npos)
+    throw ConfigError(key, "expected an absolute path");
+  if (p.size() > 107)
+    throw ConfigError(key, "longer than the 107 bytes a unix socket's path may have (" +
+                               std::to_string(p.size()) + ")");
+  return p;
+}
+
 // The control-* keys. Returns false when `key` is not one of them.
 bool parse_control_key(const std::string& key, const json& v, ControlConfig& c) {
   if (key == "control-listen") {
     c.listen = endpoint_list(v, key, 0);
+  } else if (key == "control-socket") {
+    c.socket = socket_path(v, key);
   } else if (key == "control-max-clients") {
     c.max_clients = bounded_number(v, key, 1, 1'000);
   } else if (key == "control-rate") {

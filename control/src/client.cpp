@@ -1,13 +1,19 @@
 #include "vibepit/control/client.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <charconv>
 #include <exception>
+#include <filesystem>
 #include <optional>
 
 #include <asio/co_spawn.hpp>
 #include <asio/connect.hpp>
+#include <asio/generic/stream_protocol.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
+#include <asio/local/stream_protocol.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/ssl/stream.hpp>
 #include <asio/steady_timer.hpp>
@@ -22,19 +28,56 @@ namespace vibepit::control {
 namespace {
 
 using asio::ip::tcp;
+using Protocol = asio::generic::stream_protocol;  // TCP, or a unix socket
 constexpr std::size_t kMaxHead = 64 * 1024;
 constexpr std::size_t kMaxBody = 64 * 1024 * 1024;
+constexpr const char* kUnixPrefix = "unix:";
+
+// Where a call connects: host:port, or a unix socket's path. A path longer than sun_path
+// takes is reached through its directory, held open: /proc/self/fd/N/NAME.
+class Target {
+ public:
+  Target(const std::string& host, std::uint16_t port, const std::string& socket_path) {
+    if (socket_path.empty()) {
+      endpoint_ = Protocol::endpoint(tcp::endpoint(asio::ip::make_address(host), port));
+      where_ = policy::join_host_port(host, port);
+      return;
+    }
+    where_ = kUnixPrefix + socket_path;
+    std::string path = socket_path;
+    if (path.size() > 107) {
+      const std::filesystem::path p(socket_path);
+      dir_ = ::open(p.parent_path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (dir_ < 0) throw ConnectError("cannot open the directory of " + where_);
+      path = "/proc/self/fd/" + std::to_string(dir_) + "/" + p.filename().string();
+    }
+    endpoint_ = Protocol::endpoint(asio::local::stream_protocol::endpoint(path));
+  }
+  ~Target() {
+    if (dir_ >= 0) ::close(dir_);
+  }
+  Target(const Target&) = delete;
+  Target& operator=(const Target&) = delete;
+
+  const Protocol::endpoint& endpoint() const { return endpoint_; }
+  const std::string& where() const { return where_; }
+
+ private:
+  Protocol::endpoint endpoint_;
+  std::string where_;
+  int dir_ = -1;
+};
 
 // One request on one connection, driven by its own event loop with a watchdog.
 class Call {
  public:
   Call(const PeerCredentials& creds, const std::string& host, std::uint16_t port,
-       std::chrono::milliseconds timeout)
+       const std::string& socket_path, std::chrono::milliseconds timeout)
       : ctx_(make_client_tls(creds, host)),
         stream_(io_, ctx_),
         watchdog_(io_),
-        where_(policy::join_host_port(host, port)),
-        endpoint_(asio::ip::make_address(host), port),
+        target_(host, port, socket_path),
+        where_(target_.where()),
         timeout_(timeout) {}
 
   template <typename Fn>
@@ -69,7 +112,7 @@ class Call {
     asio::error_code ec;
     auto tok = asio::redirect_error(asio::use_awaitable, ec);
     arm(timeout_);
-    co_await stream_.lowest_layer().async_connect(endpoint_, tok);
+    co_await stream_.lowest_layer().async_connect(target_.endpoint(), tok);
     if (ec) {
       fail("reach", ec);
     }
@@ -134,10 +177,10 @@ class Call {
  private:
   asio::io_context io_{1};
   asio::ssl::context ctx_;
-  asio::ssl::stream<tcp::socket> stream_;
+  asio::ssl::stream<Protocol::socket> stream_;
   asio::steady_timer watchdog_;
+  Target target_;
   std::string where_;
-  tcp::endpoint endpoint_;
   std::chrono::milliseconds timeout_;
   bool timed_out_ = false;
 };
@@ -160,6 +203,14 @@ std::string request_text(const std::string& method, const std::string& target,
 ControlClient::ControlClient(StoredSession session, std::chrono::milliseconds timeout)
     : session_(std::move(session)), timeout_(timeout) {
   const auto& c = session_.info.control;
+  if (c.rfind(kUnixPrefix, 0) == 0) {
+    // The server's certificate names 127.0.0.1, whichever way it is reached.
+    socket_path_ = c.substr(std::string_view(kUnixPrefix).size());
+    if (socket_path_.empty() || socket_path_[0] != '/')
+      throw std::runtime_error("session.json: control socket \"" + c + "\" is not absolute");
+    host_ = "127.0.0.1";
+    return;
+  }
   auto colon = c.rfind(':');
   if (colon == std::string::npos || colon + 1 == c.size()) {
     throw std::runtime_error("session.json: control address \"" + c + "\" has no port");
@@ -190,7 +241,7 @@ HttpResult ControlClient::post_json(const std::string& target, const std::string
 HttpResult ControlClient::call(const std::string& method, const std::string& target,
                                const std::string* body) {
   HttpResult out;
-  Call call(session_.client, host_, port_, timeout_);
+  Call call(session_.client, host_, port_, socket_path_, timeout_);
   const auto text = request_text(method, target, host_, body);
   call.run([&](Call& c) -> asio::awaitable<void> {
     co_await c.open();
@@ -212,7 +263,7 @@ HttpResult ControlClient::call(const std::string& method, const std::string& tar
 void ControlClient::stream_lines(const std::string& target,
                                  const std::function<bool(std::string_view)>& on_line,
                                  std::chrono::milliseconds idle) {
-  Call call(session_.client, host_, port_, timeout_);
+  Call call(session_.client, host_, port_, socket_path_, timeout_);
   const auto text = request_text("GET", target, host_, nullptr);
   call.run([&](Call& c) -> asio::awaitable<void> {
     co_await c.open();

@@ -190,6 +190,7 @@ std::vector<asio::ip::tcp::endpoint> ControlPlane::listen() {
   for (const auto& e : cfg_.listen) {
     so.listen.push_back(to_endpoint(e));
   }
+  so.socket_path = cfg_.socket;
   so.max_clients = cfg_.max_clients;
   so.rate = cfg_.rate;
   so.burst = cfg_.burst;
@@ -221,11 +222,14 @@ std::vector<asio::ip::tcp::endpoint> ControlPlane::listen() {
   auto bound = server_->listen();
 
   if (generated_) {
-    auto ep = bound.front();
-    const auto host =
-        ep.address().is_unspecified() ? std::string("127.0.0.1") : ep.address().to_string();
-    SessionInfo info{session_id_, policy::join_host_port(host, ep.port()),
-                     static_cast<std::int64_t>(::getpid()), utc_now(), ""};
+    std::string where = "unix:" + cfg_.socket;
+    if (!bound.empty()) {
+      const auto& ep = bound.front();
+      where = policy::join_host_port(
+          ep.address().is_unspecified() ? std::string("127.0.0.1") : ep.address().to_string(),
+          ep.port());
+    }
+    SessionInfo info{session_id_, where, static_cast<std::int64_t>(::getpid()), utc_now(), ""};
     write_client_set(opts_.session_dir, generated_->client_side(), info);
     wipe(generated_->client.key_pem);
   }

@@ -1,13 +1,21 @@
 #include "vibepit/control/server.hpp"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
 
 #include <spdlog/spdlog.h>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/generic/stream_protocol.hpp>
+#include <asio/local/stream_protocol.hpp>
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/ssl/stream.hpp>
@@ -23,6 +31,8 @@ namespace vibepit::control {
 namespace {
 
 using asio::ip::tcp;
+using local = asio::local::stream_protocol;
+using Socket = asio::generic::stream_protocol::socket;  // a TCP or a unix-socket client
 using clock = std::chrono::steady_clock;
 constexpr unsigned char kTlsHandshakeRecord = 0x16;
 
@@ -41,7 +51,7 @@ const std::string& plain_reply() {
 // One connection: its TLS stream and a watchdog that closes the socket when a deadline
 // passes, which ends whatever operation is waiting.
 struct Conn : std::enable_shared_from_this<Conn> {
-  Conn(tcp::socket s, asio::ssl::context& ctx)
+  Conn(Socket s, asio::ssl::context& ctx)
       : stream(std::move(s), ctx), watchdog(stream.get_executor()) {}
 
   void arm(std::chrono::milliseconds d) {
@@ -55,7 +65,7 @@ struct Conn : std::enable_shared_from_this<Conn> {
     });
   }
 
-  asio::ssl::stream<tcp::socket> stream;
+  asio::ssl::stream<Socket> stream;
   asio::steady_timer watchdog;
 };
 
@@ -74,8 +84,9 @@ struct ControlServer::Impl {
 
   bool take_token() { return opts.rate == 0 || bucket.take(opts.rate, opts.burst, clock::now()); }
 
-  bool take_client(tcp::socket sock);  // each accepted client, from runtime::accept_loop
-  asio::awaitable<void> serve(tcp::socket sock);
+  bool take_client(Socket sock);  // each accepted client, from either accept loop
+  asio::awaitable<void> serve(Socket sock);
+  asio::awaitable<void> accept_local();
   asio::awaitable<void> follow(Conn& c, std::uint64_t after);
 
   const ControlApi& api;
@@ -86,10 +97,11 @@ struct ControlServer::Impl {
   std::size_t active = 0;  // control thread only
   runtime::TokenBucket bucket{static_cast<double>(opts.burst), clock::now()};
   asio::io_context io{1};
-  std::vector<tcp::socket> listeners;  // runtime::listen_tcp
+  std::vector<tcp::socket> listeners;              // runtime::listen_tcp
+  std::optional<local::acceptor> socket_listener;  // opts.socket_path
 };
 
-bool ControlServer::Impl::take_client(tcp::socket sock) {
+bool ControlServer::Impl::take_client(Socket sock) {
   counters.accepted.fetch_add(1, std::memory_order_relaxed);
   if (active >= opts.max_clients) {
     counters.refused_busy.fetch_add(1, std::memory_order_relaxed);
@@ -102,7 +114,25 @@ bool ControlServer::Impl::take_client(tcp::socket sock) {
   return true;
 }
 
-asio::awaitable<void> ControlServer::Impl::serve(tcp::socket sock) {
+asio::awaitable<void> ControlServer::Impl::accept_local() {
+  asio::error_code ec;
+  auto tok = asio::redirect_error(asio::use_awaitable, ec);
+  asio::steady_timer backoff(io);
+  while (socket_listener && socket_listener->is_open()) {
+    local::socket client(io);
+    co_await socket_listener->async_accept(client, tok);
+    if (ec == asio::error::operation_aborted || !socket_listener->is_open()) co_return;
+    if (ec) {  // out of descriptors, say: a moment, then on
+      spdlog::warn("control: accepting on {}: {}", opts.socket_path, ec.message());
+      backoff.expires_after(std::chrono::milliseconds(100));
+      co_await backoff.async_wait(tok);
+      continue;
+    }
+    take_client(Socket(std::move(client)));
+  }
+}
+
+asio::awaitable<void> ControlServer::Impl::serve(Socket sock) {
   ++active;
   struct Release {
     std::size_t& n;
@@ -115,14 +145,14 @@ asio::awaitable<void> ControlServer::Impl::serve(tcp::socket sock) {
 
   // A TLS client's first byte is a handshake record; anything else gets a plain answer.
   auto& raw = c->stream.next_layer();
-  co_await raw.async_wait(tcp::socket::wait_read, tok);
+  co_await raw.async_wait(Socket::wait_read, tok);
   if (ec) co_return;
   unsigned char first = 0;
   if (::recv(raw.native_handle(), &first, 1, MSG_PEEK | MSG_DONTWAIT) != 1) co_return;
   if (first != kTlsHandshakeRecord) {
     counters.plain_http.fetch_add(1, std::memory_order_relaxed);
     co_await asio::async_write(raw, asio::buffer(plain_reply()), tok);
-    raw.shutdown(tcp::socket::shutdown_send, ec);
+    raw.shutdown(Socket::shutdown_send, ec);
     co_return;
   }
   co_await c->stream.async_handshake(asio::ssl::stream_base::server, tok);
@@ -251,6 +281,20 @@ std::vector<tcp::endpoint> ControlServer::listen() {
     bound.push_back(acc.local_endpoint());
     impl_->listeners.push_back(std::move(acc));
   }
+  if (const auto& path = impl_->opts.socket_path; !path.empty()) {
+    // A socket left by an earlier run goes; anything else there is an error.
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
+    // Only the proxy's user (and root) may connect: the socket is made closed.
+    const mode_t old = ::umask(0177);
+    asio::error_code ec;
+    impl_->socket_listener.emplace(impl_->io);
+    impl_->socket_listener->open(local(), ec);
+    if (!ec) impl_->socket_listener->bind(local::endpoint(path), ec);
+    ::umask(old);
+    if (!ec) impl_->socket_listener->listen(64, ec);
+    if (ec) throw std::runtime_error("control-socket " + path + ": " + ec.message());
+  }
   return bound;
 }
 
@@ -259,10 +303,11 @@ void ControlServer::start() {
     asio::co_spawn(impl_->io,
                    runtime::accept_loop(acc, runtime::AcceptPolicy{"control", nullptr, {}, nullptr},
                                         [impl = impl_.get()](tcp::socket s, const tcp::endpoint&) {
-                                          return impl->take_client(std::move(s));
+                                          return impl->take_client(Socket(std::move(s)));
                                         }),
                    asio::detached);
   }
+  if (impl_->socket_listener) asio::co_spawn(impl_->io, impl_->accept_local(), asio::detached);
   thread_ = std::thread([this] {
     runtime::name_this_thread("vp-control");
     impl_->io.run();
@@ -281,6 +326,11 @@ void ControlServer::stop() {
     for (auto& acc : impl_->listeners) {
       asio::error_code ignored;
       acc.close(ignored);
+    }
+    if (impl_->socket_listener) {
+      asio::error_code ignored;
+      impl_->socket_listener->close(ignored);
+      ::unlink(impl_->opts.socket_path.c_str());
     }
     impl_->io.stop();
   });

@@ -1,9 +1,9 @@
 """vibepit ci where CI runners run it: in a GitLab Docker-executor job container, as
 docs/ci.md's recipe sets the runner up (the host's Docker socket; /dev/fuse and
 CAP_SYS_ADMIN for the project's filter; the builds directory and the state directory on
-host paths mounted at the same paths, the state directory with rshared propagation; the
-host's network for the control API on 127.0.0.1). Here both host paths are in a temporary
-directory rather than /builds and /var/lib/vibepit-ci.
+host paths mounted at the same paths, the state directory with rshared propagation, which
+also carries the proxy's control socket). Here both host paths are in a temporary directory
+rather than /builds and /var/lib/vibepit-ci.
 The job checks the project out as root, as the executor does: vibepit refuses that
 checkout, and runs the job as the user it is handed to. Docker only: the recipe is for
 Docker's executor."""
@@ -90,7 +90,7 @@ class GitLabDockerExecutorTest(unittest.TestCase):
         """The job container as the recipe's runner config.toml makes it, running `script`."""
         state, builds = self.path("state"), self.path("builds")
         argv = ["docker", "run", "--rm", "--label", "%s=%d" % (h.TEST_LABEL, os.getpid()),
-                "--network", "host", "--device", "/dev/fuse", "--cap-add", "SYS_ADMIN",
+                "--device", "/dev/fuse", "--cap-add", "SYS_ADMIN",
                 "--security-opt", "apparmor=unconfined",
                 "-v", "/var/run/docker.sock:/var/run/docker.sock",
                 "-v", "%s:%s" % (builds, builds),

@@ -5,6 +5,7 @@ group), so file ownership in the project is checked as a user would see it."""
 import json
 import os
 import signal
+import stat
 import subprocess
 import time
 import unittest
@@ -204,10 +205,27 @@ class SessionTest(unittest.TestCase):
         self.assertNotIn("/run/docker.sock", mounts)
 
     def test_control_api_is_out_of_reach(self):
-        egress_ip = self.proxy_config["control-listen"][0].rsplit(":", 1)[0]
-        r = self.in_sandbox("for a in %s %s; do timeout 4 bash -c \"exec 3<>/dev/tcp/$a/8443\" "
-                            "&& echo OPEN $a; done; echo done" % (self.proxy_ip(), egress_ip))
+        # No port at all: a unix socket in the session's own directory, which only the proxy
+        # mounts, closed to everyone but the proxy's user.
+        self.assertNotIn("control-listen", self.proxy_config)
+        self.assertEqual(self.proxy_config["control-socket"], "/run/vibepit/control.sock")
+        proxy = json.loads(h.sh("docker", "inspect", self.containers("proxy")[0]).stdout)[0]
+        self.assertFalse(proxy["HostConfig"].get("PortBindings"))
+        control_dir = os.path.join(self.session_dir, "control")
+        self.assertEqual(os.stat(control_dir).st_mode & 0o777, 0o700)
+        sock = os.stat(os.path.join(control_dir, "control.sock"))
+        self.assertTrue(stat.S_ISSOCK(sock.st_mode))
+        self.assertEqual(sock.st_mode & 0o077, 0)
+        sandbox = json.loads(h.sh("docker", "inspect", self.sandbox_id()).stdout)[0]
+        sources = [m.get("Source", "") for m in sandbox["Mounts"]]
+        self.assertFalse([m for m in sources if m.startswith(control_dir)], sources)
+        addresses = [n["IPAddress"] for n in proxy["NetworkSettings"]["Networks"].values()]
+        r = self.in_sandbox("ls /run/vibepit 2>&1; for a in %s; do timeout 4 bash -c "
+                            "\"exec 3<>/dev/tcp/$a/8443\" && echo OPEN $a; done; echo done"
+                            % " ".join(addresses))
+        self.assertIn("No such file or directory", r.stdout)
         self.assertNotIn("OPEN", r.stdout)
+        self.assertIn("done", r.stdout)
 
     def test_proxy_container_is_hardened_and_has_no_shell(self):
         proxy = self.containers("proxy")[0]

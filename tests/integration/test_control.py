@@ -373,5 +373,57 @@ class Standalone(ControlCase):
                         "the decision did not reach the API")
 
 
+class OverAUnixSocket(base.TopologyCase):
+    """control-socket alone, as a vibepit session's proxy has it: no TCP listener, a socket
+    only its user may connect to, and the CLI reaching it through session.json's
+    unix:PATH."""
+
+    ipv6 = False
+
+    def test_the_socket_alone_serves_the_cli(self):
+        import socket
+        sdir = os.path.join(self.topo.tmp, "state", "vibepit", "sessions", "u1")
+        sock = os.path.join(self.topo.tmp, "ctl", "control.sock")
+        os.makedirs(os.path.dirname(sock))
+        left = socket.socket(socket.AF_UNIX)  # an earlier run's socket: replaced
+        left.bind(sock)
+        left.close()
+        proxy = self.start_proxy(control_socket=sock, allow_http=["allowed.test:443"],
+                                 extra_args=["--session-dir", sdir])
+        self.assertTrue(poll(lambda: "ready:" in proxy.stderr(), bool, timeout=10), proxy.stderr())
+        self.assertEqual(proxy.control_listeners, [])
+        self.assertIn("listening control unix:" + sock, proxy.stderr())
+        self.assertNotRegex(proxy.stderr(), r"listening control \d")
+        st = os.stat(sock)
+        self.assertTrue(stat.S_ISSOCK(st.st_mode))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
+        with open(os.path.join(sdir, "session.json")) as f:
+            self.assertEqual(json.load(f)["control"], "unix:" + sock)
+
+        def vibepit(*args):
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.topo.tmp}
+            return subprocess.run([os.path.join(base.BIN_DIR, "vibepit")] + list(args),
+                                  capture_output=True, text=True, timeout=20, env=env,
+                                  cwd=self.topo.tmp)
+        r = vibepit("allow-http", "--no-save", "--session", sdir, "cli.test:443")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = vibepit("rules", "--json", "--session", sdir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(json.loads(r.stdout)["allow-http"]),
+                         ["allowed.test:443", "cli.test:443"])
+
+    def test_a_path_that_is_not_a_socket_is_not_replaced(self):
+        sdir = os.path.join(self.topo.tmp, "state", "vibepit", "sessions", "u2")
+        path = os.path.join(self.topo.tmp, "not-a-socket")
+        with open(path, "w") as f:
+            f.write("keep me")
+        proxy = self.make_proxy(control_socket=path, extra_args=["--session-dir", sdir])
+        self.assertTrue(poll(lambda: proxy.proc.poll() is not None, bool, timeout=10), proxy.stderr())
+        self.assertNotEqual(proxy.proc.returncode, 0)
+        self.assertIn("control-socket %s: " % path, proxy.stderr())
+        with open(path) as f:
+            self.assertEqual(f.read(), "keep me")
+
+
 if __name__ == "__main__":
     base.main()

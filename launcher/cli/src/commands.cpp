@@ -412,6 +412,7 @@ int cmd_status(const Common& c, std::ostream& out, std::ostream& err) {
       rows.push_back({{"id", client.session().info.id},
                       {"dir", dir.string()},
                       {"control", client.session().info.control},
+                      {"project", client.session().info.project},
                       {"state", state.empty() ? "running" : state},
                       {"generation", h["generation"]},
                       {"decisions", s["totals"]["decisions"]},
@@ -429,6 +430,7 @@ int cmd_status(const Common& c, std::ostream& out, std::ostream& err) {
       rows.push_back({{"id", dir.filename().string()},
                       {"dir", dir.string()},
                       {"control", ""},
+                      {"project", ""},
                       {"state", state},
                       {"error", "the control API did not answer"}});
     }
@@ -440,15 +442,18 @@ int cmd_status(const Common& c, std::ostream& out, std::ostream& err) {
     out << rows.dump() << "\n";
   } else if (!rows.empty()) {
     out << paint(c.color, kBold,
-                 pad("SESSION", 14) + pad("CONTROL", 24) + pad("GEN", 6) + pad("ALLOW", 9) +
-                     pad("DENY", 9) + pad("BYTES UP/DOWN", 18) + "STATE")
+                 pad("SESSION", 14) + pad("GEN", 6) + pad("ALLOW", 9) + pad("DENY", 9) +
+                     pad("BYTES UP/DOWN", 18) + pad("STATE", 10) + "PROJECT")
         << "\n";
     for (const auto& r : rows) {
       const std::string st = r["state"].get<std::string>();
-      out << pad(r["id"].get<std::string>(), 14) << pad(r["control"].get<std::string>(), 24)
-          << pad(num(r, "generation"), 6) << pad(num(r, "allow"), 9) << pad(num(r, "deny"), 9)
+      const std::string project = r["project"].get<std::string>();
+      // The state last but one: a long one ("proxy exited: ...") pushes only the project.
+      out << pad(r["id"].get<std::string>(), 14) << pad(num(r, "generation"), 6)
+          << pad(num(r, "allow"), 9) << pad(num(r, "deny"), 9)
           << pad(num(r, "bytes_up") + "/" + num(r, "bytes_down"), 18)
-          << (st == "running" ? st : paint(c.color, kRed, st)) << "\n";
+          << (st == "running" ? pad(st, 10) : paint(c.color, kRed, pad(st, 10)))
+          << (project.empty() ? "-" : project) << "\n";
     }
   }
   if (silent)

@@ -34,6 +34,10 @@ namespace {
 constexpr const char* kInhibitIpv4 = "com.docker.network.bridge.inhibit_ipv4";
 constexpr const char* kProxyConfigInContainer = "/etc/vibepit/proxy.json";
 constexpr const char* kLogDirInContainer = "/var/log/vibepit";
+// The control API's unix socket, in a directory of the session's own (no port is published:
+// the launcher connects to the socket's host side, SESSION_DIR/control/control.sock).
+constexpr const char* kControlDirInContainer = "/run/vibepit";
+constexpr const char* kControlSocketName = "control.sock";
 // Volume roles besides "home" (the project's): a session's own home, removed with the
 // session, and a named cache home (vibepit ci --cache-home KEY) with its key as a label.
 constexpr const char* kRoleCacheHome = "cache-home";
@@ -263,7 +267,7 @@ std::string Session::proxy_config() const {
   Json cfg = {
       {"proxy-listen", {proxy_ip_ + ":" + std::to_string(kProxyPort)}},
       {"dns-listen", {proxy_ip_ + ":53"}},
-      {"control-listen", {proxy_egress_ip_ + ":" + std::to_string(kControlPort)}},
+      {"control-socket", std::string(kControlDirInContainer) + "/" + kControlSocketName},
       {"allow-http", spec_.allow_http},
       {"allow-dns", spec_.allow_dns},
       {"mode", policy::to_string(spec_.mode)},
@@ -288,8 +292,12 @@ std::string Session::start_proxy(const control::PeerCredentials& server) {
   if (root && ::chown(log_dir.c_str(), uid, gid) != 0)
     throw std::runtime_error("cannot hand " + log_dir.string() + " to the proxy's user");
   fs::permissions(log_dir, fs::perms(0700));
+  const fs::path control_dir = spec_.dir / "control";
+  fs::create_directories(control_dir);
+  if (root && ::chown(control_dir.c_str(), uid, gid) != 0)
+    throw std::runtime_error("cannot hand " + control_dir.string() + " to the proxy's user");
+  fs::permissions(control_dir, fs::perms(0700));
 
-  const std::string control_port = std::to_string(kControlPort) + "/tcp";
   Json spec = {
       {"Image", spec_.proxy_image},
       {"Cmd", {"-c", kProxyConfigInContainer, "--credentials-fd", "0", "--session-id", spec_.id}},
@@ -300,7 +308,6 @@ std::string Session::start_proxy(const control::PeerCredentials& server) {
       {"AttachStdout", true},
       {"AttachStderr", true},
       {"Labels", labels("proxy")},
-      {"ExposedPorts", {{control_port, Json::object()}}},
       {"HostConfig",
        {{"NetworkMode", egress_net_},
         {"ReadonlyRootfs", true},
@@ -314,8 +321,8 @@ std::string Session::start_proxy(const control::PeerCredentials& server) {
         {"Sysctls", {{"net.ipv4.ip_unprivileged_port_start", "53"}}},
         {"Binds",
          {(spec_.dir / "proxy.json").string() + ":" + kProxyConfigInContainer + ":ro",
-          log_dir.string() + ":" + kLogDirInContainer + ":rw"}},
-        {"PortBindings", {{control_port, {{{"HostIp", "127.0.0.1"}, {"HostPort", ""}}}}}},
+          log_dir.string() + ":" + kLogDirInContainer + ":rw",
+          control_dir.string() + ":" + kControlDirInContainer + ":rw"}},
         {"LogConfig",
          {{"Type", "json-file"}, {"Config", {{"max-size", "10m"}, {"max-file", "2"}}}}}}},
       {"NetworkingConfig",
@@ -348,13 +355,7 @@ std::string Session::start_proxy(const control::PeerCredentials& server) {
   if (auto problem = wait_ready(h.fd, h.buffered, std::chrono::seconds(20)); !problem.empty())
     throw std::runtime_error("the proxy did not start: " + problem);
 
-  auto j = docker_.container_inspect(proxy_id_);
-  try {
-    const auto& binding = (*j)["NetworkSettings"]["Ports"][control_port].at(0);
-    return binding.value("HostIp", "127.0.0.1") + ":" + binding.value("HostPort", "");
-  } catch (const Json::exception&) {
-    throw std::runtime_error("the proxy's control port was not published");
-  }
+  return "unix:" + (control_dir / kControlSocketName).string();
 }
 
 std::vector<std::string> Session::sandbox_env() const {

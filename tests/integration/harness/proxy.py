@@ -86,7 +86,10 @@ class Proxy:
 
     def start(self, timeout=LIVENESS_S):
         self.spawn(extra_args=self.extra_args)
-        want_control = 1 if any(a in ("--session-dir", "--credentials-fd") for a in self.extra_args) else 0
+        # A control API with credentials listens on TCP, unless a control socket alone is set.
+        want_control = 1 if any(a in ("--session-dir", "--credentials-fd") for a in self.extra_args) \
+            and not (self.config.get("control-socket") and not self.config.get("control-listen")) \
+            else 0
         want = len(self.config.get("proxy-listen") or [None])
         want_dns = len(self.config.get("dns-listen") or [])
 

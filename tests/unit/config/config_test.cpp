@@ -186,7 +186,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{R"({"proxy-listen": ["0.0.0.0:3128"], "control-listen": ["10.1.1.1:9"]})",
                   "control-listen", "is also served by proxy-listen \"0.0.0.0:3128\""},
         BadConfig{"{" BASE R"(, "control-listen": 8443})", "control-listen",
-                  "must be a list of strings"}));
+                  "must be a list of strings"},
+        // A unix socket: an absolute path that fits sun_path.
+        BadConfig{"{" BASE R"(, "control-socket": "run/c.sock"})", "control-socket",
+                  "expected an absolute path"},
+        BadConfig{"{" BASE R"(, "control-socket": ["/run/c.sock"]})", "control-socket",
+                  "expected a string"}));
 #undef BASE
 
 TEST(Config, EndpointParsing) {
@@ -209,6 +214,21 @@ TEST(Config, EveryListenKeyTakesOneStringOrAList) {
   // An IPv6 listener does not take the IPv4 address, nor the other way round.
   cfg = parse_config(R"({"proxy-listen": ["[::]:3128"], "control-listen": ["127.0.0.1:9"]})");
   EXPECT_EQ(cfg.control.listen[0].to_string(), "127.0.0.1:9");
+}
+
+TEST(Config, AControlSocket) {
+  const std::string longest = "/" + std::string(106, 's');
+  const std::string base = R"({"proxy-listen": ["127.0.0.1:0"], "control-socket": ")";
+  auto cfg = parse_config(base + longest + R"("})");
+  EXPECT_EQ(cfg.control.socket, longest);
+  EXPECT_TRUE(cfg.control.listen.empty());
+  try {
+    parse_config(base + longest + R"(s"})");
+    ADD_FAILURE() << "a path longer than sun_path was taken";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("longer than the 107 bytes"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Config, TheDefaultControlAddressIsOneNoListenerServes) {

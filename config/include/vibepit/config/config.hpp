@@ -57,10 +57,11 @@ struct DnsConfig {
   std::uint32_t log_per_client = 100;  // as ProxyConfig::log_per_client
 };
 
-// The control API's settings (keys control-*). It runs when `listen` is not empty, or when
-// vibepit-proxy is given a session directory (then on 127.0.0.1:0 by default).
+// The control API's settings (keys control-*). It runs when `listen` or `socket` is set, or
+// when vibepit-proxy is given a session directory (then on 127.0.0.1:0 unless `socket` is).
 struct ControlConfig {
   std::vector<Endpoint> listen;
+  std::string socket;  // control-socket: a unix socket's absolute path (then no TCP default)
   std::size_t max_clients = 16;  // concurrent connections; more are closed at once
   std::uint32_t rate = 500;      // requests per second across clients; 0: no limit
   std::uint32_t burst = 1'000;

@@ -1,6 +1,7 @@
 #pragma once
 // The control API's client, used by the CLI: one mutual-TLS connection per call, pinned to
-// the session CA, with a deadline on every step.
+// the session CA, with a deadline on every step, to host:port or to a unix socket
+// (session.json's control "unix:PATH").
 #include <chrono>
 #include <functional>
 #include <stdexcept>
@@ -42,6 +43,7 @@ class ControlClient {
   StoredSession session_;
   std::string host_;
   std::uint16_t port_ = 0;
+  std::string socket_path_;  // "unix:PATH" in session.json: the control socket
   std::chrono::milliseconds timeout_;
 };
 

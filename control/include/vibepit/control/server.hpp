@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,7 @@ namespace vibepit::control {
 
 struct ServerOptions {
   std::vector<asio::ip::tcp::endpoint> listen;
+  std::string socket_path;  // a unix socket as well (made mode 0600), when not empty
   std::size_t max_clients = 16;
   std::uint32_t rate = 500;  // requests per second across all clients; 0: no limit
   std::uint32_t burst = 1000;

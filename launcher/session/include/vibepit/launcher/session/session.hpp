@@ -56,7 +56,6 @@ struct SessionSpec {
 void check_cache_key(const std::string& key);
 
 inline constexpr int kProxyPort = 3128;
-inline constexpr int kControlPort = 8443;
 
 class Session {
  public:
@@ -64,7 +63,7 @@ class Session {
 
   void create_networks();
   // Create and start the proxy, hand it its credentials on stdin, and wait for "ready".
-  // Returns the host's control address ("127.0.0.1:PORT").
+  // Returns the control API's address for session.json: "unix:SESSION_DIR/control/control.sock".
   std::string start_proxy(const control::PeerCredentials& server);
   // Create the sandbox container (not started). Returns its id.
   std::string create_sandbox();
