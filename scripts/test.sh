@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set-up command (2): install, build, and run the whole test suite, in four stages (which
 # test runs in which, and why: docs/testing.md):
-#   release  unit, integration, e2e (a real Docker engine, then rootful Podman; rootless
-#            Podman too with VIBEPIT_TEST_ROOTLESS=1) and the short soak
+#   release  unit, integration, e2e (a real Docker engine, then rootful and rootless
+#            Podman) and the short soak
 #   asan     ASan+UBSan build: unit and integration tests
 #   tsan     TSan build: unit and integration tests
 #   fuzz     every libFuzzer target for a short run over its corpus
@@ -10,7 +10,7 @@
 # clang-tidy over the libraries and programs.
 # Integration tests need root (network namespaces); the e2e tests need a Docker engine and
 # Podman's API: when none answers, this script starts dockerd and `podman system service`
-# (as root, and with VIBEPIT_TEST_ROOTLESS=1 as the tests' user), and stops them at the end.
+# (as root, and as the tests' user for rootless Podman), and stops them at the end.
 # Whatever the tests made on any engine (label dev.vibepit.test) is removed.
 #   scripts/test.sh           every stage
 #   scripts/test.sh --quick   the release stage only (what scripts/fresh-check.sh --quick runs)
@@ -79,10 +79,8 @@ remove_test_objects() {
 cleanup_engines() {
   remove_test_objects
   DOCKER_HOST="unix://$podman_socket" remove_test_objects
-  if [ -n "${VIBEPIT_TEST_ROOTLESS:-}" ]; then
-    DOCKER_HOST="unix://$rootless_socket" remove_test_objects
-    stop_podman_rootless
-  fi
+  DOCKER_HOST="unix://$rootless_socket" remove_test_objects
+  stop_podman_rootless
   stop_podman
   stop_docker
 }
@@ -101,15 +99,11 @@ elif start_docker; then
   else
     echo "test: the Podman e2e tests will fail: no Podman API" >&2
   fi
-  # Rootless Podman, on request only while its port forwarder is unreliable with a container
-  # on two networks (docs/testing.md): VIBEPIT_TEST_ROOTLESS=1 adds its e2e tests.
-  if [ -n "${VIBEPIT_TEST_ROOTLESS:-}" ]; then
-    if start_podman_rootless; then
-      DOCKER_HOST="unix://$rootless_socket" remove_test_objects
-      export VIBEPIT_E2E_WORKDIR="$rootless_workdir"
-    else
-      echo "test: the rootless Podman e2e tests will fail: no rootless Podman API" >&2
-    fi
+  if start_podman_rootless; then
+    DOCKER_HOST="unix://$rootless_socket" remove_test_objects
+    export VIBEPIT_E2E_WORKDIR="$rootless_workdir"
+  else
+    echo "test: the rootless Podman e2e tests will fail: no rootless Podman API" >&2
   fi
   trap cleanup_engines EXIT
   trap 'exit 130' INT TERM
@@ -245,7 +239,7 @@ step_done lint
 if [ -n "${VIBEPIT_TEST_NO_E2E:-}" ]; then
   stage release build 'integration|soak' -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON
 else
-  stage release build "integration|e2e|e2e-podman${VIBEPIT_TEST_ROOTLESS:+|e2e-podman-rootless}|soak" \
+  stage release build 'integration|e2e|e2e-podman|e2e-podman-rootless|soak' \
     -DVIBEPIT_TESTS=ON -DVIBEPIT_BENCH=ON
 fi
 # clang-tidy (.clang-tidy) over the libraries and programs, on the release build's compile

@@ -162,6 +162,7 @@ class GitShieldTest(unittest.TestCase):
         self.assertNotIn("git:", r.stderr)
 
     @h.release_only
+    @h.rootful_only
     def test_commits_come_back_when_vibepit_runs_as_root(self):
         # `sudo vibepit run`: root's state directory is closed to the project's owner, whose
         # git brings the commits back: the copy must be reachable for that fetch all the same.
