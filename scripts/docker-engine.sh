@@ -128,18 +128,24 @@ start_podman_rootless() {
   wait_for_engine "podman: the rootless service" "$rootless_pid" "$rootless_log" rootless_answers
 }
 
-# What a rootless Podman leaves in the user's runtime directory when its service ends: the
-# process that keeps the user's namespaces (podman system migrate stops it), slirp4netns for
-# the namespace its networks live in, and that namespace's files, which the next service
+# What a rootless Podman leaves when its service ends: the process that keeps the user's
+# namespaces (podman system migrate stops it), slirp4netns for the namespace its networks
+# live in, and that namespace's files in the runtime directory, which the next service
 # would otherwise take for a live namespace ("failed to mount runtime directory for
 # rootless netns"). The directory goes, as it does when a person logs out.
+# The user is the tests' own, so whatever still runs as it is what its Podman started:
+# conmon waits 5 minutes after an exec ends before its clean-up runs podman again.
 rootless_reset() {
-  local run="/run/user/$rootless_uid" pid
+  local run="/run/user/$rootless_uid" pids i
   "${as_rootless[@]}" podman system migrate >/dev/null 2>&1 || true
-  pid=$(cat "$run/libpod/tmp/rootless-netns/rootless-netns-slirp4netns.pid" 2>/dev/null)
-  if [ -n "$pid" ] && [ "$(stat -c %u "/proc/$pid" 2>/dev/null)" = "$rootless_uid" ]; then
-    kill "$pid" 2>/dev/null
-  fi
+  # Ended, they may start podman once more for their clean-up: again until none is left.
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    pids=$(ps -u "$rootless_uid" -o pid= 2>/dev/null)
+    [ -n "$pids" ] || break
+    # shellcheck disable=SC2086
+    kill $pids 2>/dev/null
+    sleep 0.5
+  done
   rm -rf "$run"
   mkdir -p "$(dirname "$rootless_socket")"
   chown -R "$rootless_uid:$rootless_uid" "$run"
