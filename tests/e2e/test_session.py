@@ -310,10 +310,19 @@ class FreshSessionTest(unittest.TestCase):
         first = self.ws.vibepit_popen(INTERNET, ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR, "--",
                                                  "sleep", "120"])
         try:
+            # The second arrives while the first sets its session up (it holds the project's
+            # lock once its session directory exists): it waits, then joins. Started at the
+            # same instant, either could take the lock first.
+            self.assertTrue(h.wait_until(lambda: os.path.isdir(self.ws.sessions_dir()) and
+                                         os.listdir(self.ws.sessions_dir()), timeout=60,
+                                         interval=0.02), "the first never made its session")
             r = self.ws.vibepit(INTERNET, ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR, "--",
                                            "bash", "-c", "echo joined $VIBEPIT_SESSION"])
             self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertEqual(len(os.listdir(self.ws.sessions_dir())), 1)  # the second joined
+            # the second joined (what the first said, when it did not stay)
+            said = first.stderr.read() if first.poll() is not None else "(still running)"
+            self.assertEqual(len(os.listdir(self.ws.sessions_dir())), 1,
+                             "second: %s\nfirst: %s" % (r.stderr, said))
             self.assertEqual(r.stdout.split(), ["joined", os.listdir(self.ws.sessions_dir())[0]])
         finally:
             first.send_signal(signal.SIGTERM)
