@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -54,6 +55,27 @@ bool user_allow_other() {
   return false;
 }
 
+// One line of /proc/self/mountinfo:
+// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+struct MountInfo {
+  fs::path mountpoint;  // unescaped
+  bool shared = false;  // an optional field "shared:N"
+  std::string fstype, source;
+};
+
+std::optional<MountInfo> parse_mountinfo_line(const std::string& line) {
+  const auto dash = line.find(" - ");
+  if (dash == std::string::npos) return std::nullopt;
+  std::istringstream head(line.substr(0, dash)), tail(line.substr(dash + 3));
+  std::string id, parent, dev, root, mountpoint, options, field;
+  if (!(head >> id >> parent >> dev >> root >> mountpoint >> options)) return std::nullopt;
+  MountInfo m;
+  m.mountpoint = unescape_mountinfo(mountpoint);
+  while (head >> field) m.shared = m.shared || field.rfind("shared:", 0) == 0;
+  tail >> m.fstype >> m.source;
+  return m;
+}
+
 struct GuardMount {
   std::string session_id;
   fs::path mountpoint;
@@ -62,17 +84,10 @@ struct GuardMount {
 std::vector<GuardMount> guard_mounts() {
   std::vector<GuardMount> out;
   std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
-    const auto dash = line.find(" - ");
-    if (dash == std::string::npos) continue;
-    std::istringstream head(line.substr(0, dash)), tail(line.substr(dash + 3));
-    std::string id, parent, dev, root, mountpoint, fstype, source;
-    head >> id >> parent >> dev >> root >> mountpoint;
-    tail >> fstype >> source;
-    if (fstype != "fuse.vibepit" || source.rfind(kSourcePrefix, 0) != 0) continue;
-    out.push_back({source.substr(kSourcePrefix.size()), unescape_mountinfo(mountpoint)});
+  for (std::string line; std::getline(in, line);) {
+    const auto m = parse_mountinfo_line(line);
+    if (!m || m->fstype != "fuse.vibepit" || m->source.rfind(kSourcePrefix, 0) != 0) continue;
+    out.push_back({m->source.substr(kSourcePrefix.size()), m->mountpoint});
   }
   return out;
 }
@@ -151,15 +166,9 @@ std::string private_mount_holding(std::string_view mountinfo, const fs::path& pa
   std::size_t best_depth = 0;
   std::istringstream lines{std::string(mountinfo)};
   for (std::string line; std::getline(lines, line);) {
-    // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
-    const auto dash = line.find(" - ");
-    if (dash == std::string::npos) continue;
-    std::istringstream head(line.substr(0, dash));
-    std::string id, parent, dev, root, mountpoint, options, field;
-    if (!(head >> id >> parent >> dev >> root >> mountpoint >> options)) continue;
-    bool shared = false;
-    while (head >> field) shared = shared || field.rfind("shared:", 0) == 0;
-    const fs::path at = fs::path(unescape_mountinfo(mountpoint)).lexically_normal();
+    const auto m = parse_mountinfo_line(line);
+    if (!m) continue;
+    const fs::path at = m->mountpoint.lexically_normal();
     // `at` holds `target` when it is a prefix of it, component by component.
     auto t = target.begin();
     std::size_t depth = 0;
@@ -176,7 +185,7 @@ std::string private_mount_holding(std::string_view mountinfo, const fs::path& pa
     // Later lines stack on earlier ones at the same point.
     if (holds && depth >= best_depth) {
       best_depth = depth;
-      best_state = shared ? "" : at.string();
+      best_state = m->shared ? "" : at.string();
     }
   }
   return best_state;

@@ -4,15 +4,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <thread>
 
 #include "vibepit/config/system_resolvers.hpp"
-#include "vibepit/control/client.hpp"
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/launcher/guard/project_guard.hpp"
 #include "vibepit/policy/classify.hpp"
@@ -137,35 +134,6 @@ std::vector<std::string> host_resolvers(const Report& report) {
   return out;
 }
 
-namespace {
-
-// The proxy said "ready"; the engine's forward of its published control port may not be up
-// yet (rootless Podman's forwarder accepts at once and resets the connection until its side
-// is). One answer from /v1/health within seconds, before the sandbox is made.
-void wait_for_control(const control::StoredSession& stored) {
-  using std::chrono::steady_clock;
-  const auto until = steady_clock::now() + std::chrono::seconds(10);
-  std::chrono::milliseconds pause(20);
-  for (;;) {
-    std::string why;
-    try {
-      control::ControlClient client(stored, std::chrono::seconds(2));
-      const auto r = client.get("/v1/health");
-      if (r.status == 200) return;
-      why = "/v1/health answered " + std::to_string(r.status);
-    } catch (const control::ConnectError& e) {
-      why = e.what();
-    }
-    if (steady_clock::now() + pause >= until)
-      throw std::runtime_error("the proxy is ready, but its control API at " + stored.info.control +
-                               " does not answer: " + why);
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(500));
-  }
-}
-
-}  // namespace
-
 StartedSession start_session(docker::Client& docker, const SessionRequest& req,
                              const Report& report,
                              const std::function<void(const std::string&)>& on_id,
@@ -263,7 +231,6 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   control::write_client_set(spec.dir, creds.client_side(),
                             {spec.id, out.control, static_cast<std::int64_t>(::getpid()),
                              now_rfc3339(), req.project.root.string()});
-  wait_for_control(control::read_client_set(spec.dir));
   // The sandbox sees the project through a filter that refuses git repositories; started
   // once the client set names this launcher, so that `vibepit prune` leaves it alone.
   session.set_project_view(
