@@ -30,6 +30,10 @@ Child::Child(const std::vector<std::string>& argv, Output output) {
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
   }
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  // Nothing else of ours: the engine connections that another thread has open (Asio does not
+  // mark its sockets close-on-exec) would otherwise live on in a long-lived child such as
+  // the project's filter, and keep a container's attached stream open with it.
+  posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
