@@ -32,8 +32,8 @@ const std::vector<Header> kUpgrade = {{"Connection", "Upgrade"}, {"Upgrade", "tc
 }  // namespace
 
 const EngineTraits& traits_of(EngineKind kind) {
-  static constexpr EngineTraits kDocker{"", false, false, ""};
-  static constexpr EngineTraits kPodman{"localhost/", true, true, "keep-id"};
+  static constexpr EngineTraits kDocker{"", false, false, "", true};
+  static constexpr EngineTraits kPodman{"localhost/", true, true, "keep-id", false};
   return kind == EngineKind::podman ? kPodman : kDocker;
 }
 

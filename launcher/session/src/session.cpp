@@ -10,18 +10,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <fstream>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
 #include <tuple>
 
-#include "session_roles.hpp"
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/docker/wire.hpp"
 #include "vibepit/launcher/guard/project_guard.hpp"
 #include "vibepit/launcher/host/owned_fd.hpp"
-#include "vibepit/launcher/host/sha256.hpp"
 #include "vibepit/launcher/session/agent_user.hpp"
 #include "vibepit/launcher/session/bridge_rule.hpp"
 
@@ -38,12 +39,6 @@ constexpr const char* kLogDirInContainer = "/var/log/vibepit";
 // the launcher connects to the socket's host side, SESSION_DIR/control/control.sock).
 constexpr const char* kControlDirInContainer = "/run/vibepit";
 constexpr const char* kControlSocketName = "control.sock";
-// Volume roles besides "home" (the project's): a session's own home, removed with the
-// session, and a named cache home (vibepit ci --cache-home KEY) with its key as a label.
-constexpr const char* kRoleCacheHome = "cache-home";
-constexpr const char* kCacheKeyLabel = "dev.vibepit.cache-key";
-// The agent user a kept home was made for (its files are that uid's).
-constexpr const char* kHomeUidLabel = "dev.vibepit.uid";
 
 // The open-files and process limits of a session's containers, at most what this host gives
 // vibepit: the proxy raises its soft open-files limit to the hard one, and the processes
@@ -102,6 +97,7 @@ EngineNetworks engine_networks(docker::Client& docker) {
     }
   }
   // A swarm node's own address, when the engine is one.
+  if (!docker.traits().may_be_swarm_node) return out;
   const auto info = docker.get("/info");
   if (info.contains("Swarm") && info["Swarm"].is_object())
     if (auto r = host_range(info["Swarm"].value("NodeAddr", "")); !r.empty())
@@ -161,10 +157,19 @@ void Session::create_networks() {
   for (auto& r : address_ranges_of(docker_.engine_pid())) engine_host_ranges_.push_back(r);
   const std::uint64_t seed = std::stoull(spec_.id.substr(0, 8), nullptr, 16);
 
-  // Docker may still refuse a subnet it holds in a pool we cannot see: try a few.
-  auto create = [&](const std::string& name, bool internal, Subnet4& chosen) {
+  // The two networks are made at once (the engine takes its time over each bridge), each
+  // by a client of its own. A subnet is taken as it is chosen, so the two never pick the
+  // same one; Docker may still refuse one it holds in a pool we cannot see: try a few.
+  std::mutex taken_mu;
+  auto create = [&](docker::Client& client, const std::string& name, bool internal,
+                    Subnet4& chosen) {
     for (int attempt = 0; attempt < 8; ++attempt) {
-      auto s = choose_subnet(*pool, 28, taken, seed + static_cast<std::uint64_t>(attempt) * 7919);
+      std::optional<Subnet4> s;
+      {
+        std::lock_guard lock(taken_mu);
+        s = choose_subnet(*pool, 28, taken, seed + static_cast<std::uint64_t>(attempt) * 7919);
+        if (s) taken.push_back(*s);
+      }
       if (!s) throw std::runtime_error("no free /28 left in the subnet pool " + spec_.subnet_pool);
       Json body = {{"Name", name},
                    {"CheckDuplicate", true},
@@ -177,8 +182,7 @@ void Session::create_networks() {
       // cannot reach services the host runs (an internal network alone still lets it).
       if (internal) body["Options"] = {{kInhibitIpv4, "true"}};
       try {
-        auto id = docker_.network_create(body);
-        taken.push_back(*s);
+        auto id = client.network_create(body);
         chosen = *s;
         return id;
       } catch (const docker::DockerError& e) {
@@ -188,13 +192,25 @@ void Session::create_networks() {
         if (why.find("overlap") == std::string::npos &&
             why.find("already used") == std::string::npos)
           throw;
-        taken.push_back(*s);
       }
     }
     throw std::runtime_error("Docker refused every subnet tried for " + name);
   };
+  // The egress network's own, on a thread of its own; joined before this returns or throws.
+  Subnet4 egress_subnet;
+  std::exception_ptr egress_error;
+  std::jthread egress;
+  if (spec_.egress_network.empty())
+    egress = std::jthread([&, client = docker_]() mutable {
+      try {
+        egress_net_ = create(client, "vibepit-" + spec_.id + "-egress", false, egress_subnet);
+      } catch (...) {
+        egress_error = std::current_exception();
+      }
+    });
+
   Subnet4 session_subnet;
-  session_net_ = create("vibepit-" + spec_.id, true, session_subnet);
+  session_net_ = create(docker_, "vibepit-" + spec_.id, true, session_subnet);
   proxy_ip_ = session_subnet.host(2);
   sandbox_ip_ = session_subnet.host(3);
   if (report_)
@@ -210,49 +226,49 @@ void Session::create_networks() {
     }
   }
 
-  if (!spec_.egress_network.empty()) {
-    auto net = docker_.network_inspect(spec_.egress_network);
-    if (!net)
-      throw std::runtime_error("egress network " + spec_.egress_network + ": no such network");
-    egress_net_ = net->value("Id", spec_.egress_network);
-    std::optional<Subnet4> s;
-    if ((*net)["IPAM"]["Config"].is_array() && !(*net)["IPAM"]["Config"].empty())
-      s = parse_subnet4((*net)["IPAM"]["Config"][0].value("Subnet", ""));
-    if (!s)
-      throw std::runtime_error("egress network " + spec_.egress_network + " has no IPv4 subnet");
-    // Containers take addresses from the network's IP range when it has one (the rest of
-    // the subnet may hold hosts the engine does not know).
-    Subnet4 pick_from = *s;
-    if (auto r = parse_subnet4((*net)["IPAM"]["Config"][0].value("IPRange", ""));
-        r && r->prefix >= s->prefix && r->prefix <= 30)
-      pick_from = *r;
-    std::vector<std::string> used;
-    if (net->contains("Containers") && (*net)["Containers"].is_object())
-      for (const auto& [k, c] : (*net)["Containers"].items()) {
-        std::string a = c.value("IPv4Address", "");
-        used.push_back(a.substr(0, a.find('/')));
-      }
-    const std::string gateway = (*net)["IPAM"]["Config"][0].value("Gateway", s->host(1));
-    // From a place the session id picks, not the first free one: a previous session's proxy
-    // on this shared network may still be being torn down (Podman cleans up after a
-    // container asynchronously), and its teardown would take the port forward of a new
-    // proxy at the same address with it.
-    const std::uint32_t hosts = (1u << (32 - pick_from.prefix)) - 2;  // not the first or last
-    for (std::uint32_t k = 0; k < hosts; ++k) {
-      const std::string a = pick_from.host(1 + static_cast<std::uint32_t>((seed + k) % hosts));
-      if (a != gateway && std::find(used.begin(), used.end(), a) == used.end()) {
-        proxy_egress_ip_ = a;
-        break;
-      }
-    }
-    if (proxy_egress_ip_.empty()) throw std::runtime_error("egress network is full");
-  } else {
-    Subnet4 egress_subnet;
-    egress_net_ = create("vibepit-" + spec_.id + "-egress", false, egress_subnet);
+  if (egress.joinable()) {
+    egress.join();
+    if (egress_error) std::rethrow_exception(egress_error);
     proxy_egress_ip_ = egress_subnet.host(2);
     if (report_)
       report_("creating network vibepit-" + spec_.id + "-egress " + egress_subnet.cidr());
+    return;
   }
+  auto net = docker_.network_inspect(spec_.egress_network);
+  if (!net)
+    throw std::runtime_error("egress network " + spec_.egress_network + ": no such network");
+  egress_net_ = net->value("Id", spec_.egress_network);
+  std::optional<Subnet4> s;
+  if ((*net)["IPAM"]["Config"].is_array() && !(*net)["IPAM"]["Config"].empty())
+    s = parse_subnet4((*net)["IPAM"]["Config"][0].value("Subnet", ""));
+  if (!s)
+    throw std::runtime_error("egress network " + spec_.egress_network + " has no IPv4 subnet");
+  // Containers take addresses from the network's IP range when it has one (the rest of
+  // the subnet may hold hosts the engine does not know).
+  Subnet4 pick_from = *s;
+  if (auto r = parse_subnet4((*net)["IPAM"]["Config"][0].value("IPRange", ""));
+      r && r->prefix >= s->prefix && r->prefix <= 30)
+    pick_from = *r;
+  std::vector<std::string> used;
+  if (net->contains("Containers") && (*net)["Containers"].is_object())
+    for (const auto& [k, c] : (*net)["Containers"].items()) {
+      std::string a = c.value("IPv4Address", "");
+      used.push_back(a.substr(0, a.find('/')));
+    }
+  const std::string gateway = (*net)["IPAM"]["Config"][0].value("Gateway", s->host(1));
+  // From a place the session id picks, not the first free one: a previous session's proxy
+  // on this shared network may still be being torn down (Podman cleans up after a
+  // container asynchronously), and its teardown would take the port forward of a new
+  // proxy at the same address with it.
+  const std::uint32_t hosts = (1u << (32 - pick_from.prefix)) - 2;  // not the first or last
+  for (std::uint32_t k = 0; k < hosts; ++k) {
+    const std::string a = pick_from.host(1 + static_cast<std::uint32_t>((seed + k) % hosts));
+    if (a != gateway && std::find(used.begin(), used.end(), a) == used.end()) {
+      proxy_egress_ip_ = a;
+      break;
+    }
+  }
+  if (proxy_egress_ip_.empty()) throw std::runtime_error("egress network is full");
 }
 
 std::vector<std::string> Session::block_ranges() const {
@@ -282,7 +298,11 @@ std::string Session::proxy_config() const {
   return cfg.dump(2) + "\n";
 }
 
-std::string Session::start_proxy(const control::PeerCredentials& server) {
+std::string Session::control_address() const {
+  return "unix:" + (spec_.dir / "control" / kControlSocketName).string();
+}
+
+void Session::start_proxy(const control::PeerCredentials& server) {
   const bool root = ::getuid() == 0;
   const unsigned uid = root ? kProxyUid : spec_.uid;
   const unsigned gid = root ? kProxyUid : spec_.gid;
@@ -354,8 +374,7 @@ std::string Session::start_proxy(const control::PeerCredentials& server) {
   ::shutdown(h.fd, SHUT_WR);
   if (auto problem = wait_ready(h.fd, h.buffered, std::chrono::seconds(20)); !problem.empty())
     throw std::runtime_error("the proxy did not start: " + problem);
-
-  return "unix:" + (control_dir / kControlSocketName).string();
+  if (report_) report_("proxy ready");
 }
 
 std::vector<std::string> Session::sandbox_env() const {
@@ -373,55 +392,8 @@ std::vector<std::string> Session::sandbox_env() const {
           "VIBEPIT_SESSION=" + spec_.id, "VIBEPIT_PROXY=" + url};
 }
 
-void check_cache_key(const std::string& key) {
-  const bool ok =
-      !key.empty() && key.size() <= 64 && std::all_of(key.begin(), key.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '.' || c == '_' || c == '-';
-      });
-  if (!ok)
-    throw std::invalid_argument("--cache-home \"" + key.substr(0, 64) +
-                                "\": a key is 1 to 64 of the characters A-Z a-z 0-9 . _ -");
-}
-
-std::string Session::home_volume() {
-  // A job's own home: made empty (Docker fills it from the image), removed with the session.
-  if (spec_.home == SessionSpec::Home::session) {
-    auto v = docker_.volume_create(
-        {{"Name", "vibepit-home-" + spec_.id}, {"Labels", labels(kRoleSessionHome)}});
-    return v.value("Name", "");
-  }
-  // The project's home, or one of its named caches: kept, found by label, one per agent
-  // user. Docker fills a new volume from the image, so a home belongs to the user the
-  // image was built for; an agent user of its own gets a home of its own (else HOME would
-  // be someone else's and closed to it). Homes made before they carried the user's id
-  // belong to the user that vibepit chose then: its own, or 1000 under root.
-  const bool cache = spec_.home == SessionSpec::Home::cache;
-  const std::string role = cache ? kRoleCacheHome : "home";
-  const std::string uid = std::to_string(spec_.uid);
-  const std::string unlabelled_uid =
-      std::to_string(::getuid() != 0 ? ::getuid() : SandboxImageOptions{}.uid);
-  for (const auto& v :
-       docker_.volumes_by_label(std::string(docker::label::kProject) + "=" + spec_.project.hash)) {
-    if (!v.contains("Labels") || !v["Labels"].is_object()) continue;
-    const auto& l = v["Labels"];
-    if (l.value(docker::label::kRole, "") == role &&
-        (!cache || l.value(kCacheKeyLabel, "") == spec_.home_cache_key) &&
-        l.value(kHomeUidLabel, unlabelled_uid) == uid)
-      return v.value("Name", "");
-  }
-  auto l = labels(role);
-  l[kHomeUidLabel] = uid;
-  std::string name = "vibepit-home-" + spec_.project.hash + "-u" + uid;
-  if (cache) {
-    l[kCacheKeyLabel] = spec_.home_cache_key;
-    name += "-cache-" + sha256_hex(spec_.home_cache_key).substr(0, 16);
-  }
-  return docker_.volume_create({{"Name", name}, {"Labels", l}}).value("Name", "");
-}
-
-std::string Session::create_sandbox() {
-  const std::string home = home_volume();
+std::string Session::create_sandbox(docker::Client& engine) {
+  const std::string home = home_volume(engine);
   write_public_file(spec_.dir / "resolv.conf", "nameserver " + proxy_ip_ + "\noptions edns0\n");
   const std::string project = spec_.project.root.string();
   const std::string home_dir = spec_.default_image ? "/home/code" : "/home/vibepit";
@@ -472,8 +444,8 @@ std::string Session::create_sandbox() {
   if (!spec_.command.empty()) spec["Cmd"] = spec_.command;
   if (!spec_.default_image)
     spec["User"] = std::to_string(spec_.uid) + ":" + std::to_string(spec_.gid);
-  if (const char* userns = rootless_userns(docker_)) spec["HostConfig"]["UsernsMode"] = userns;
-  sandbox_id_ = docker_.container_create(spec, "vibepit-" + spec_.id + "-sandbox");
+  if (const char* userns = rootless_userns(engine)) spec["HostConfig"]["UsernsMode"] = userns;
+  sandbox_id_ = engine.container_create(spec, "vibepit-" + spec_.id + "-sandbox");
   if (report_) report_("creating sandbox " + spec_.sandbox_image + " (" + sandbox_ip_ + ")");
   return sandbox_id_;
 }

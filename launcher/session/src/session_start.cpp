@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <ctime>
+#include <exception>
+#include <mutex>
 #include <thread>
 
 #include "vibepit/config/system_resolvers.hpp"
@@ -223,21 +225,45 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   auto creds = control::issue_session_credentials(copts);
 
   StartedSession out;
-  Session session(docker, spec, report);
+  // Two threads report below (the proxy's and the sandbox's side): one line at a time.
+  std::mutex report_mu;
+  Report said;
+  if (report)
+    said = [&](std::string_view line) {
+      std::lock_guard lock(report_mu);
+      report(line);
+    };
+  Session session(docker, spec, said);
   session.create_networks();  // 3
   after_step("network");
-  out.control = session.start_proxy(creds.server_side());  // 4
-  after_step("proxy");
+  // The client set names this launcher before anything else of the session runs, so that
+  // `vibepit prune` leaves the session alone; the control socket appears once the proxy is
+  // ready.
+  out.control = session.control_address();
   control::write_client_set(spec.dir, creds.client_side(),
                             {spec.id, out.control, static_cast<std::int64_t>(::getpid()),
                              now_rfc3339(), req.project.root.string()});
-  // The sandbox sees the project through a filter that refuses git repositories; started
-  // once the client set names this launcher, so that `vibepit prune` leaves it alone.
-  session.set_project_view(
-      start_project_guard(req.project.root, spec.dir, spec.id, spec.uid, spec.gid));
-  out.sandbox_id = session.create_sandbox();  // 5
+  // 4. The proxy starts while the sandbox is made beside it, by a client of its own: the
+  // project's filter (the sandbox sees the project through it, a view that refuses git
+  // repositories), the home volume, the container. The sandbox is only created here; it
+  // starts after this returns, so nothing in it runs before its only way out is ready.
+  std::exception_ptr sandbox_error;
+  {
+    std::jthread sandbox_side([&, engine = docker]() mutable {
+      try {
+        session.set_project_view(
+            start_project_guard(req.project.root, spec.dir, spec.id, spec.uid, spec.gid));
+        out.sandbox_id = session.create_sandbox(engine);
+      } catch (...) {
+        sandbox_error = std::current_exception();
+      }
+    });
+    session.start_proxy(creds.server_side());
+  }  // joined here, also when the proxy fails (its error is the one that is told)
+  if (sandbox_error) std::rethrow_exception(sandbox_error);
+  after_step("proxy");
   out.proxy_id = session.proxy_id();
-  after_step("sandbox");
+  after_step("sandbox");  // 5
   out.spec = session.spec();
   return out;
 }

@@ -48,6 +48,10 @@ struct EngineTraits {
   // container writes as that uid belongs to the user on the host ("" where the engine has
   // no such mode: rootless Docker).
   const char* rootless_userns_keeping_ids;
+  // The engine may be a swarm node, whose own address only /info tells. Podman has no swarm,
+  // and its /info takes a third of a second (it asks conmon and the OCI runtime for their
+  // versions), so a session start does not ask it.
+  bool may_be_swarm_node;
 };
 const EngineTraits& traits_of(EngineKind kind);
 

@@ -62,11 +62,14 @@ class Session {
   Session(docker::Client& docker, SessionSpec spec, Report report);
 
   void create_networks();
+  // The control API's address for session.json, known before the proxy starts:
+  // "unix:SESSION_DIR/control/control.sock".
+  std::string control_address() const;
   // Create and start the proxy, hand it its credentials on stdin, and wait for "ready".
-  // Returns the control API's address for session.json: "unix:SESSION_DIR/control/control.sock".
-  std::string start_proxy(const control::PeerCredentials& server);
-  // Create the sandbox container (not started). Returns its id.
-  std::string create_sandbox();
+  void start_proxy(const control::PeerCredentials& server);
+  // Create the sandbox container (not started) and its home volume, with `engine`: a client
+  // of its own when this runs beside start_proxy. Returns its id.
+  std::string create_sandbox(docker::Client& engine);
 
   const SessionSpec& spec() const { return spec_; }
   // Before create_sandbox: the project's filtered view (SessionSpec::project_view).
@@ -82,7 +85,8 @@ class Session {
   // gateways of the engine's networks (create_networks() reads them).
   std::vector<std::string> block_ranges() const;
   std::vector<std::string> sandbox_env() const;
-  std::string home_volume();  // the volume for the sandbox's home (found or made)
+  // The volume for the sandbox's home (found or made).
+  std::string home_volume(docker::Client& engine);
 
   docker::Client& docker_;
   SessionSpec spec_;
