@@ -306,6 +306,32 @@ class FreshSessionTest(unittest.TestCase):
         self.assertTrue(os.path.exists(os.path.join(self.ws.sessions_dir(), session, "log",
                                                     "decisions.ndjson")))
 
+    def test_down_ends_an_attached_run_which_says_so(self):
+        # `vibepit down` from another terminal removes the session; the attached run's own
+        # cleanup then finds it gone (its FORWARD rule too, on rootful Podman): no problem to
+        # report, only the status of a killed command.
+        run = self.ws.vibepit_popen(INTERNET, ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR,
+                                               "--", "bash", "-c", "echo up; exec sleep 120"])
+        try:
+            self.assertIn("up", h.wait_for_line(run, "up", 120))
+            r = self.ws.vibepit(INTERNET, ["down"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            run.wait(60)
+            said = run.stderr.read()
+            self.assertEqual(run.returncode, 137, said)
+            # Docker's wait answers the killed command's status; Podman's finds the container
+            # gone, which vibepit says in its own words, not the engine's.
+            self.assertIn(said.strip(), ("", "vibepit: the session was removed while the "
+                                         "command ran (vibepit down or vibepit prune)"))
+            session = os.listdir(self.ws.sessions_dir())[0]
+            self.assertEqual(h.left_over("dev.vibepit.session=" + session), [])
+        finally:
+            if run.poll() is None:
+                run.send_signal(signal.SIGTERM)
+                run.wait(60)
+            run.stdout.close()
+            run.stderr.close()
+
     def test_two_runs_at_once_make_one_session(self):
         first = self.ws.vibepit_popen(INTERNET, ["run", "-q", "-T", "--upstream-dns", h.DNS_ADDR, "--",
                                                  "sleep", "120"])

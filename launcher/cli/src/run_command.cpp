@@ -272,7 +272,19 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     try {
       status = docker.container_wait(sandbox);
     } catch (const docker::DockerError& e) {
-      err << "vibepit: " << e.what() << "\n";
+      // Gone: removed from outside while the command ran, which killed it.
+      bool gone = false;
+      try {
+        gone = !docker.container_inspect(sandbox);
+      } catch (const std::exception&) {
+      }
+      if (gone) {
+        err << "vibepit: the session was removed while the command ran (vibepit down or "
+               "vibepit prune)\n";
+        status = kRunRemoved;
+      } else {
+        err << "vibepit: " << e.what() << "\n";
+      }
     }
     lock.lock();
     bring_back_git_and_say(started.spec.git, started.spec.id, "vibepit", err);

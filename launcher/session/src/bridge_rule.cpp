@@ -94,14 +94,25 @@ std::vector<std::string> remove_bridge_rules(const std::string& session_id,
   int status = 0;
   const std::string listing = run_capture({bin, "-w", "5", "-S", "FORWARD"}, status);
   if (status != 0) return {"iptables -S FORWARD failed (exit " + std::to_string(status) + ")"};
+  // Another vibepit may remove the same rule meanwhile (`vibepit down` racing the attached
+  // run's own cleanup): a rule that failed to go and is no longer listed went that way.
+  auto still_listed = [&](const std::string& id, const std::vector<std::string>& rule) {
+    int st = 0;
+    const std::string now = run_capture({bin, "-w", "5", "-S", "FORWARD"}, st);
+    if (st != 0) return true;
+    for (auto& [other, args] : bridge_rules_in(now))
+      if (other == id && args == rule) return true;
+    return false;
+  };
   for (auto& [id, args] : bridge_rules_in(listing)) {
     if (!session_id.empty() && id != session_id) continue;
     if (std::find(keep.begin(), keep.end(), id) != keep.end()) continue;
-    args.insert(args.begin(), bin);
-    std::string out = run_capture(args, status, Child::Output::pipe_with_stderr);
-    if (status != 0)
+    std::vector<std::string> argv = args;
+    argv.insert(argv.begin(), bin);
+    std::string out = run_capture(argv, status, Child::Output::pipe_with_stderr);
+    if (status != 0 && still_listed(id, args))
       problems.push_back("removing the FORWARD rule of session " + id + ": " + out);
-    else if (removed)
+    else if (removed && status == 0)
       removed->push_back(id);
   }
   return problems;

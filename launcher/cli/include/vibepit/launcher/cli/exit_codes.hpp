@@ -14,5 +14,8 @@ enum Exit : int {
 
 // vibepit run's and vibepit ci's own failures: the command never ran (Docker's convention).
 inline constexpr int kRunFailed = 125;
+// vibepit run's when the session was removed from outside while the command ran (vibepit
+// down, vibepit prune): 128 + SIGKILL, as for a container that `docker rm -f` kills.
+inline constexpr int kRunRemoved = 137;
 
 }  // namespace vibepit::launcher
