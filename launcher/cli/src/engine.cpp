@@ -16,8 +16,9 @@ Report status_reporter(std::ostream& err, bool quiet, bool color) {
     // "building proxy image ..." -> "    Building proxy image ..."; other lines indented.
     auto sp = line.find(' ');
     std::string verb(line.substr(0, sp));
-    static const char* verbs[] = {"building", "pulling",  "debootstrap", "importing", "cannot",
-                                  "creating", "starting", "removing",    "joining",   "using"};
+    static const char* verbs[] = {"building", "pulling",  "debootstrap", "importing",
+                                  "cannot",   "creating", "starting",    "started",
+                                  "removing", "joining",  "using"};
     bool is_step = false;
     for (const char* v : verbs) is_step = is_step || verb == v;
     if (!is_step) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <fstream>
 #include <mutex>
@@ -362,6 +363,7 @@ void Session::start_proxy(const control::PeerCredentials& server) {
 
   auto h = docker_.container_attach(proxy_id_, true, true, true);
   const OwnedFd attached{h.fd};
+  const auto started = std::chrono::steady_clock::now();
   docker_.container_start(proxy_id_);
   const std::string creds =
       Json{{"ca", server.ca_cert_pem}, {"cert", server.own.cert_pem}, {"key", server.own.key_pem}}
@@ -374,7 +376,13 @@ void Session::start_proxy(const control::PeerCredentials& server) {
   ::shutdown(h.fd, SHUT_WR);
   if (auto problem = wait_ready(h.fd, h.buffered, std::chrono::seconds(20)); !problem.empty())
     throw std::runtime_error("the proxy did not start: " + problem);
-  if (report_) report_("proxy ready");
+  if (report_) {
+    char took[32];
+    std::snprintf(
+        took, sizeof took, "%.2f",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    report_(std::string("started proxy: ready ") + took + " s after its container's start");
+  }
 }
 
 std::vector<std::string> Session::sandbox_env() const {
