@@ -304,6 +304,7 @@ std::string Session::control_address() const {
 }
 
 void Session::start_proxy(const control::PeerCredentials& server) {
+  const auto started = std::chrono::steady_clock::now();
   const bool root = ::getuid() == 0;
   const unsigned uid = root ? kProxyUid : spec_.uid;
   const unsigned gid = root ? kProxyUid : spec_.gid;
@@ -363,7 +364,6 @@ void Session::start_proxy(const control::PeerCredentials& server) {
 
   auto h = docker_.container_attach(proxy_id_, true, true, true);
   const OwnedFd attached{h.fd};
-  const auto started = std::chrono::steady_clock::now();
   docker_.container_start(proxy_id_);
   const std::string creds =
       Json{{"ca", server.ca_cert_pem}, {"cert", server.own.cert_pem}, {"key", server.own.key_pem}}
@@ -381,7 +381,7 @@ void Session::start_proxy(const control::PeerCredentials& server) {
     std::snprintf(
         took, sizeof took, "%.2f",
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-    report_(std::string("started proxy: ready ") + took + " s after its container's start");
+    report_(std::string("started proxy in ") + took + " s (its container made, started, ready)");
   }
 }
 
