@@ -138,6 +138,16 @@ fs::path start_project_guard(const fs::path& project, const fs::path& session_di
   return mountpoint;
 }
 
+namespace {
+
+bool still_mounted(const fs::path& mountpoint) {
+  for (const auto& m : guard_mounts())
+    if (m.mountpoint == mountpoint) return true;
+  return false;
+}
+
+}  // namespace
+
 std::string stop_project_guard(const std::string& session_id) {
   for (const auto& m : guard_mounts()) {
     if (m.session_id != session_id) continue;
@@ -148,7 +158,10 @@ std::string stop_project_guard(const std::string& session_id) {
       int status = 0;
       const std::string said = run_capture({"fusermount3", "-u", "-z", m.mountpoint.string()},
                                            status, Child::Output::pipe_with_stderr);
-      if (status != 0) return "unmounting " + m.mountpoint.string() + ": " + said;
+      // Another vibepit may unmount it meanwhile (`vibepit down` racing the attached run's
+      // own cleanup): a failure counts only while the filter is still mounted.
+      if (status != 0 && still_mounted(m.mountpoint))
+        return "unmounting " + m.mountpoint.string() + ": " + said;
     }
   }
   return {};
