@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -20,6 +19,7 @@
 #include <thread>
 #include <tuple>
 
+#include "beside.hpp"
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/docker/wire.hpp"
 #include "vibepit/launcher/guard/project_guard.hpp"
@@ -199,15 +199,10 @@ void Session::create_networks() {
   };
   // The egress network's own, on a thread of its own; joined before this returns or throws.
   Subnet4 egress_subnet;
-  std::exception_ptr egress_error;
-  std::jthread egress;
+  std::optional<Beside> egress;
   if (spec_.egress_network.empty())
-    egress = std::jthread([&, client = docker_]() mutable {
-      try {
-        egress_net_ = create(client, "vibepit-" + spec_.id + "-egress", false, egress_subnet);
-      } catch (...) {
-        egress_error = std::current_exception();
-      }
+    egress.emplace(docker_, [&](docker::Client& client) {
+      egress_net_ = create(client, "vibepit-" + spec_.id + "-egress", false, egress_subnet);
     });
 
   Subnet4 session_subnet;
@@ -227,9 +222,8 @@ void Session::create_networks() {
     }
   }
 
-  if (egress.joinable()) {
-    egress.join();
-    if (egress_error) std::rethrow_exception(egress_error);
+  if (egress) {
+    egress->join();
     proxy_egress_ip_ = egress_subnet.host(2);
     if (report_)
       report_("creating network vibepit-" + spec_.id + "-egress " + egress_subnet.cidr());

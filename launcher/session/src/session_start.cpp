@@ -7,10 +7,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <ctime>
-#include <exception>
 #include <mutex>
 #include <thread>
 
+#include "beside.hpp"
 #include "vibepit/config/system_resolvers.hpp"
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/launcher/guard/project_guard.hpp"
@@ -247,20 +247,13 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   // project's filter (the sandbox sees the project through it, a view that refuses git
   // repositories), the home volume, the container. The sandbox is only created here; it
   // starts after this returns, so nothing in it runs before its only way out is ready.
-  std::exception_ptr sandbox_error;
-  {
-    std::jthread sandbox_side([&, engine = docker]() mutable {
-      try {
-        session.set_project_view(
-            start_project_guard(req.project.root, spec.dir, spec.id, spec.uid, spec.gid));
-        out.sandbox_id = session.create_sandbox(engine);
-      } catch (...) {
-        sandbox_error = std::current_exception();
-      }
-    });
-    session.start_proxy(creds.server_side());
-  }  // joined here, also when the proxy fails (its error is the one that is told)
-  if (sandbox_error) std::rethrow_exception(sandbox_error);
+  Beside sandbox_side(docker, [&](docker::Client& engine) {
+    session.set_project_view(
+        start_project_guard(req.project.root, spec.dir, spec.id, spec.uid, spec.gid));
+    out.sandbox_id = session.create_sandbox(engine);
+  });
+  session.start_proxy(creds.server_side());  // when it fails, its error is the one told
+  sandbox_side.join();
   after_step("proxy");
   out.proxy_id = session.proxy_id();
   after_step("sandbox");  // 5
