@@ -22,6 +22,7 @@
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/resolver.hpp"
 #include "vibepit/proxy/server.hpp"
+#include "vibepit/runtime/pending.hpp"
 
 namespace {
 
@@ -140,6 +141,9 @@ int run(int argc, char** argv) {
     // plane's counters. So, on every way out of this scope: the control thread stops first
     // (stop_control), then the log's writer (~DecisionLog), and only then is the control
     // plane destroyed.
+    // Ask mode's held requests: the proxy's threads hold them, the control API lists and
+    // answers them. Declared first, so it outlives both.
+    vibepit::runtime::PendingTable pending(cfg.ask);
     std::optional<vibepit::control::ControlPlane> control;
     vibepit::decision_log::DecisionLog log(cfg.log.path, cfg.log.ring,
                                            {cfg.log.max_bytes, cfg.log.keep});
@@ -149,7 +153,7 @@ int run(int argc, char** argv) {
         if (plane) plane->stop();
       }
     } stop_control{control};
-    vibepit::proxy::ProxyServer server(cfg.proxy, store, log);
+    vibepit::proxy::ProxyServer server(cfg.proxy, store, log, &pending);
     for (const auto& ep : server.listen()) {
       // Scripts parse this line: "listening proxy ADDR:PORT".
       spdlog::info("listening proxy {}", endpoint_text(ep.address(), ep.port()));
@@ -169,7 +173,7 @@ int run(int argc, char** argv) {
       // A control socket alone: no TCP listener by default.
       if (cfg.control.socket.empty())
         control_cfg.listen = vibepit::config::control_listen_or_default(cfg);
-      control.emplace(std::move(control_cfg), store, log, control_opts);
+      control.emplace(std::move(control_cfg), store, log, control_opts, &pending);
       for (const auto& ep : control->listen()) {
         // "listening control ADDR:PORT" (mutual TLS).
         spdlog::info("listening control {}", endpoint_text(ep.address(), ep.port()));
@@ -185,6 +189,10 @@ int run(int argc, char** argv) {
     if (control) control->start();
     spdlog::info("ready: {} allow-http, {} allow-dns rules, generation {}",
                  cfg.rules.allow_http.size(), cfg.rules.allow_dns.size(), store.generation());
+    if (cfg.ask.enabled) {
+      spdlog::info("ask mode: a request no rule allows is held up to {} ms for a decision",
+                   cfg.ask.timeout.count());
+    }
     int sig = wait_for_signal();
     for (; sig == SIGHUP; sig = wait_for_signal()) {
       spdlog::info("signal {}: reopening the decision log", sig);
@@ -192,6 +200,9 @@ int run(int argc, char** argv) {
     }
     spdlog::info("signal {}: draining (up to {} ms)", sig, cfg.proxy.drain_timeout.count());
     if (dns) dns->stop();
+    // Held requests are answered now (503), and nothing more is held.
+    if (const auto n = pending.end_all(vibepit::runtime::HoldEnd::shutdown))
+      spdlog::info("answered {} held requests", n);
     server.shutdown();
     log.stop();
     // The control API outlives the data path by this much: a decision follower (vibepit ci)

@@ -339,6 +339,15 @@ Config parse_config(std::string_view json_text) {
       }
     } else if (key == "decision-log-keep") {
       cfg.log.keep = static_cast<unsigned>(bounded_number(v, key, 1, 100));
+    } else if (key == "ask") {
+      if (!v.is_boolean()) throw ConfigError(key, "must be true or false");
+      cfg.ask.enabled = v.get<bool>();
+    } else if (key == "ask-timeout-ms") {
+      cfg.ask.timeout = duration_ms(v, key);
+    } else if (key == "ask-max-per-client") {
+      cfg.ask.max_per_client = bounded_number(v, key, 1, 1'000'000);
+    } else if (key == "ask-max") {
+      cfg.ask.max_total = bounded_number(v, key, 1, 1'000'000);
     } else if (parse_dns_key(key, v, cfg.dns) || parse_control_key(key, v, cfg.control)) {
       // handled
     } else {

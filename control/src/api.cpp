@@ -61,6 +61,13 @@ ApiResponse json_response(int status, const json& j) {
   return r;
 }
 
+json ask_json(const AskSettings& a) {
+  return {{"enabled", a.enabled},
+          {"timeout_ms", a.timeout_ms},
+          {"max_per_client", a.max_per_client},
+          {"max", a.max_total}};
+}
+
 ApiResponse method_not_allowed(const char* allow) {
   auto r = error_response(405, std::string("method not allowed; use ") + allow);
   r.headers.emplace_back("Allow", allow);
@@ -208,6 +215,18 @@ ApiResponse ControlApi::handle(const ApiRequest& req) const {
     r.body = stats_.stats_json();
     return r;
   }
+  if (p == "/v1/pending" || p == "/v1/pending/refuse" || p == "/v1/ask") {
+    if (!pending_) return error_response(404, "ask mode is not available in this proxy");
+    if (p == "/v1/pending") {
+      if (!get) return method_not_allowed("GET");
+      return pending_view();
+    }
+    if (req.method != "POST") {
+      if (p == "/v1/ask" && get) return json_response(200, ask_json(pending_->ask()));
+      return method_not_allowed(p == "/v1/ask" ? "GET, POST" : "POST");
+    }
+    return p == "/v1/ask" ? set_ask(req) : refuse_pending(req);
+  }
   if (p == "/metrics") {
     if (!get) return method_not_allowed("GET");
     ApiResponse r;
@@ -333,6 +352,61 @@ ApiResponse ControlApi::decisions(const ApiRequest& req) const {
   ApiResponse r;
   r.body = std::move(body);
   return r;
+}
+
+ApiResponse ControlApi::pending_view() const {
+  json list = json::array();
+  for (const auto& p : pending_->pending()) {
+    list.push_back({{"id", p.id},
+                    {"method", p.method},
+                    {"host", p.host},
+                    {"port", p.port},
+                    {"client", p.client},
+                    {"since_us", p.since_us},
+                    {"waited_ms", p.waited_ms},
+                    {"expires_in_ms", p.expires_in_ms}});
+  }
+  ApiResponse r;
+  r.body = json{{"ask", ask_json(pending_->ask())}, {"pending", list}}.dump(
+               -1, ' ', false, json::error_handler_t::replace) +
+           "\n";
+  return r;
+}
+
+ApiResponse ControlApi::refuse_pending(const ApiRequest& req) const {
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object() || body.size() != 1 || !body.contains("id") ||
+      !body["id"].is_number_unsigned()) {
+    return error_response(400, "the body must be {\"id\": N}, N a held request's id");
+  }
+  const auto id = body["id"].get<std::uint64_t>();
+  if (!pending_->refuse(id)) {
+    return error_response(404, "no request " + std::to_string(id) +
+                                   " is held (it was released, refused or expired, or never "
+                                   "held)");
+  }
+  return json_response(200, {{"refused", id}});
+}
+
+ApiResponse ControlApi::set_ask(const ApiRequest& req) const {
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  const char* shape =
+      "the body must be {\"enabled\": true or false, \"timeout_ms\": N}, either or both "
+      "(timeout_ms from 1 to 86400000)";
+  if (!body.is_object() || body.empty()) return error_response(400, shape);
+  std::optional<bool> enabled;
+  std::optional<std::uint64_t> timeout;
+  for (const auto& [k, v] : body.items()) {
+    if (k == "enabled" && v.is_boolean()) {
+      enabled = v.get<bool>();
+    } else if (k == "timeout_ms" && v.is_number_unsigned() && v.get<std::uint64_t>() >= 1 &&
+               v.get<std::uint64_t>() <= 86'400'000) {
+      timeout = v.get<std::uint64_t>();
+    } else {
+      return error_response(400, shape);
+    }
+  }
+  return json_response(200, ask_json(pending_->set_ask(enabled, timeout)));
 }
 
 }  // namespace vibepit::control

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <ctime>
@@ -14,6 +15,7 @@
 #include "vibepit/control/tls.hpp"
 #include "vibepit/policy/ip.hpp"
 #include "vibepit/runtime/heap.hpp"
+#include "vibepit/runtime/pending.hpp"
 
 namespace vibepit::control {
 namespace {
@@ -161,8 +163,59 @@ PeerCredentials read_server_credentials(int fd) {
   return out;
 }
 
+// Ask mode's table as the API sees it. The API runs on one thread: a change of settings is
+// read, changed and written with no other change in between.
+class ControlPlane::Pending final : public PendingSource {
+ public:
+  explicit Pending(runtime::PendingTable& table) : table_(table) {}
+
+  AskSettings ask() const override { return view(table_.settings()); }
+
+  AskSettings set_ask(std::optional<bool> enabled,
+                      std::optional<std::uint64_t> timeout_ms) override {
+    auto s = table_.settings();
+    if (enabled) s.enabled = *enabled;
+    if (timeout_ms) s.timeout = std::chrono::milliseconds(*timeout_ms);
+    table_.set_settings(s);
+    return view(table_.settings());
+  }
+
+  std::vector<PendingView> pending() const override {
+    const auto now = std::chrono::steady_clock::now();
+    const auto wall = decision_log::now_us();
+    std::vector<PendingView> out;
+    for (const auto& r : table_.list()) {
+      PendingView v;
+      v.id = r.id;
+      v.method = r.method;
+      v.host = r.host;
+      v.port = r.port;
+      v.client = policy::join_host_port(r.client_ip.to_string(), r.client_port);
+      v.since_us = r.since_us;
+      v.waited_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(wall - r.since_us, 0) / 1000);
+      v.expires_in_ms =
+          r.deadline > now
+              ? static_cast<std::uint64_t>(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(r.deadline - now).count())
+              : 0;
+      out.push_back(std::move(v));
+    }
+    return out;
+  }
+
+  bool refuse(std::uint64_t id) override { return table_.refuse(id); }
+
+ private:
+  static AskSettings view(const config::AskConfig& c) {
+    return {c.enabled, static_cast<std::uint64_t>(c.timeout.count()), c.max_per_client,
+            c.max_total};
+  }
+  runtime::PendingTable& table_;
+};
+
 ControlPlane::ControlPlane(config::ControlConfig cfg, policy::SnapshotStore& store,
-                           decision_log::DecisionLog& log, PlaneOptions opts)
+                           decision_log::DecisionLog& log, PlaneOptions opts,
+                           runtime::PendingTable* pending)
     : cfg_(std::move(cfg)),
       opts_(std::move(opts)),
       feed_(std::make_unique<Feed>(log)),
@@ -178,7 +231,11 @@ ControlPlane::ControlPlane(config::ControlConfig cfg, policy::SnapshotStore& sto
   ApiLimits limits;
   limits.max_body = cfg_.max_body;
   limits.max_entries = cfg_.max_entries;
-  api_ = std::make_unique<ControlApi>(rules_, store, *feed_, *metrics_, limits);
+  if (pending) {
+    pending_ = std::make_unique<Pending>(*pending);
+    rules_.on_publish([pending] { pending->rules_changed(); });
+  }
+  api_ = std::make_unique<ControlApi>(rules_, store, *feed_, *metrics_, limits, pending_.get());
 }
 
 ControlPlane::~ControlPlane() {

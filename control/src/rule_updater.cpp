@@ -67,7 +67,7 @@ std::variant<AddResult, std::vector<policy::RuleError>> RuleUpdater::add(
     out.generation = snap->generation;
     return out;
   }
-  out.generation = store_.publish(policy::with_added(*snap, std::move(fresh)));
+  out.generation = publish(policy::with_added(*snap, std::move(fresh)));
   return out;
 }
 
@@ -78,7 +78,13 @@ std::uint64_t RuleUpdater::set_mode(policy::Mode mode, bool& changed) {
   if (!changed) return snap->generation;
   auto next = policy::with_added(*snap, {});  // the rules in force, nothing parsed again
   next->rules.mode = mode;
-  return store_.publish(std::move(next));
+  return publish(std::move(next));
+}
+
+std::uint64_t RuleUpdater::publish(std::shared_ptr<policy::Snapshot> next) {
+  const auto generation = store_.publish(std::move(next));
+  if (on_publish_) on_publish_();
+  return generation;
 }
 
 }  // namespace vibepit::control

@@ -88,6 +88,10 @@ void DecisionStats::observe(const decision_log::DecisionRecord& r) {
     tunnel_duration_.observe(static_cast<double>(r.ms) / 1000.0);
     return;
   }
+  if (r.hold) {
+    ++holds_[r.hold];
+    if (std::string_view(r.hold) == "held") return;  // an event; its outcome is the decision
+  }
   std::string key = std::string(r.src) + "\t" + std::string(policy::to_string(r.verdict)) + "\t" +
                     std::string(policy::to_string(r.reason));
   const std::uint64_t n = r.count ? r.count : 1;  // a summary stands for `count` decisions
@@ -156,6 +160,7 @@ nlohmann::json DecisionStats::to_json() const {
         {"dns", dns_n},
         {"tunnels_closed", tunnels_closed_}}},
       {"reasons", reasons},
+      {"holds", holds_},
       {"http_status", status},
       {"bytes", {{"up", bytes_up_}, {"down", bytes_down_}}},
       {"dns",
@@ -205,6 +210,11 @@ std::string DecisionStats::prometheus() const {
   out += "vibepit_dns_allowed_total " + std::to_string(dns_answers_) + "\n";
   header(out, "vibepit_tunnels_closed_total", "counter", "Allowed connections that closed.");
   out += "vibepit_tunnels_closed_total " + std::to_string(tunnels_closed_) + "\n";
+  header(out, "vibepit_holds_total", "counter",
+         "Ask mode: requests held (outcome=\"held\"), and how holds ended.");
+  for (const auto& [outcome, n] : holds_) {
+    out += "vibepit_holds_total{outcome=\"" + outcome + "\"} " + std::to_string(n) + "\n";
+  }
   header(out, "vibepit_bytes_total", "counter", "Bytes relayed, by direction.");
   out += "vibepit_bytes_total{direction=\"up\"} " + std::to_string(bytes_up_) + "\n";
   out += "vibepit_bytes_total{direction=\"down\"} " + std::to_string(bytes_down_) + "\n";

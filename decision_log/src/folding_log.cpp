@@ -11,7 +11,10 @@ FoldingLog::FoldingLog(asio::io_context& io, DecisionLog::Producer& producer,
       timer_(io) {}
 
 void FoldingLog::write(DecisionRecord&& rec, const policy::IpAddr& client, clock::time_point now) {
-  if (rec.verdict == policy::Verdict::deny && !rec.close && !folder_.admit(rec, client, now)) {
+  // Held requests are bounded by ask-max: their events and outcomes are never folded, so the
+  // monitor sees each one.
+  if (rec.verdict == policy::Verdict::deny && !rec.close && !rec.hold &&
+      !folder_.admit(rec, client, now)) {
     keep_buffers(rec);
     arm();
     return;

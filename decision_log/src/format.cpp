@@ -260,7 +260,8 @@ void append_json_line(std::string& out, const DecisionRecord& r) {
     line.raw("}\n");
     return line.done();
   }
-  line.raw_field("event", r.close ? "\"close\"" : "\"decision\"");
+  const bool held = r.hold && std::string_view(r.hold) == "held";
+  line.raw_field("event", r.close ? "\"close\"" : held ? "\"held\"" : "\"decision\"");
   client_field(line, r);
   line.field("method", r.method);
   line.field("host", r.host);
@@ -276,6 +277,10 @@ void append_json_line(std::string& out, const DecisionRecord& r) {
   mode_fields(line, r);
   summary_fields(line, r);
   if (r.elapsed_us && !r.close) line.field("us", std::uint64_t{r.elapsed_us});
+  if (r.hold && !held) {
+    line.field("hold", r.hold);
+    line.field("held_ms", r.held_ms);
+  }
   if (r.close || r.totals) {
     line.field("bytes_up", r.bytes_up);
     line.field("bytes_down", r.bytes_down);

@@ -140,4 +140,46 @@ Outcome blocked_after_resolution(Decision allowed, std::string_view target, std:
   return o;
 }
 
+Outcome unheld(Decision denied, std::string_view target, Unheld how, std::uint64_t limit) {
+  Outcome o = explain(std::move(denied), target);
+  const std::string t(target), n = std::to_string(limit);
+  const std::string allow = ".\nTo allow it, run: vibepit allow-http " + t;
+  switch (how) {
+    case Unheld::client_full:
+      o.detail = "not held: " + n + " requests of this client are held (ask-max-per-client)";
+      o.text = "access to " + t + " denied: not allowlisted, and not held for a decision: " + n +
+               " requests of this client are waiting already (ask-max-per-client)" + allow;
+      break;
+    case Unheld::table_full:
+      o.detail = "not held: " + n + " requests are held (ask-max)";
+      o.text = "access to " + t + " denied: not allowlisted, and not held for a decision: " + n +
+               " requests are waiting already (ask-max)" + allow;
+      break;
+    case Unheld::expired: {
+      const std::string time = limit % 1000 ? n + " ms" : std::to_string(limit / 1000) + " s";
+      o.detail = "held " + time + " and no allow came (ask-timeout-ms)";
+      o.text = "access to " + t + " denied: not allowlisted, and no allow came in the " + time +
+               " it was held for a decision" + allow;
+      break;
+    }
+    case Unheld::refused:
+      o.detail = "refused by the user while held";
+      o.text = "access to " + t + " denied: refused by the user while it was held for a decision.";
+      break;
+    case Unheld::ask_off:
+      o.detail = "ask mode was turned off while held";
+      o.text = "access to " + t +
+               " denied: not allowlisted; ask mode was turned off while it was held" + allow;
+      break;
+    case Unheld::shutdown:
+      o.status = 503;
+      o.error = ProxyError::proxy_internal_error;
+      o.detail = "the proxy stopped while it was held";
+      o.text = "the proxy is shutting down; the request to " + t +
+               " was held for a decision and is not sent.";
+      break;
+  }
+  return o;
+}
+
 }  // namespace vibepit::proxy

@@ -14,11 +14,11 @@ namespace vibepit::proxy {
 using asio::ip::tcp;
 
 ProxyServer::ProxyServer(const config::ProxyConfig& cfg, policy::SnapshotStore& store,
-                         decision_log::DecisionLog& log)
+                         decision_log::DecisionLog& log, runtime::PendingTable* pending)
     : cfg_(cfg) {
   unsigned n = cfg.threads ? cfg.threads : std::max(1u, std::thread::hardware_concurrency());
   for (unsigned i = 0; i < n; ++i) {
-    workers_.push_back(std::make_unique<Worker>(cfg, store, log.make_producer(), active_));
+    workers_.push_back(std::make_unique<Worker>(cfg, store, log.make_producer(), active_, pending));
   }
 }
 

@@ -43,6 +43,7 @@ Session::Session(Worker& w, tcp::socket client, const tcp::endpoint& peer)
 }
 
 Session::~Session() {
+  end_hold();
   w_.text_spares().give(std::move(target_.authority.host));
   release_client_bytes();
   w_.leave(*this);
@@ -60,6 +61,7 @@ void Session::start() {
 
 void Session::on_drain() {
   if (phase_ == Phase::wait_request) close_all();
+  if (phase_ == Phase::held) wake_hold();  // it answers that the proxy is stopping
 }
 
 void Session::drop_upstream() {
@@ -96,6 +98,7 @@ void Session::close_all() {
   upstream_.close(ignored);
   timer_.cancel();
   timer_armed_ = false;
+  wake_hold();
 }
 
 // One timer per connection, armed lazily: a later deadline (activity on a tunnel pushes
@@ -277,6 +280,7 @@ void Session::emit(decision_log::DecisionRecord rec) {
 
 void Session::emit_close(decision_log::DecisionRecord rec, clock::time_point started) {
   rec.close = true;
+  rec.hold = nullptr;  // the decision record told of the hold
   rec.ts_us = decision_log::now_us();
   rec.ms = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - started).count());
@@ -292,6 +296,18 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& t
   rec.mode = snap->rules.mode;
   policy::Decision d = policy::decide_http(target.host, target.port, *snap);
   Outcome o;
+  if (d.verdict == policy::Verdict::deny && d.reason == policy::Reason::not_allowlisted &&
+      w_.asking()) {
+    switch (co_await hold(target, rec, snap, d, o)) {
+      case Held::released:
+        break;  // on with the snapshot and decision that allow it
+      case Held::refused:
+        record_outcome(rec, o);
+        co_return Dial{false, o.status, o.error, std::move(o.text)};
+      case Held::gone:
+        co_return Dial{};
+    }
+  }
   if (d.verdict == policy::Verdict::deny) {
     o = explain(std::move(d), target.display());
   } else if (reuse_ok && upstream_.is_open() && upstream_port_ == target.port &&

@@ -34,11 +34,13 @@ void refuse_now(tcp::socket& s, int status, std::string_view why) {
 }  // namespace
 
 Worker::Worker(const config::ProxyConfig& cfg, policy::SnapshotStore& store,
-               decision_log::DecisionLog::Producer& producer, std::atomic<std::size_t>& active)
+               decision_log::DecisionLog::Producer& producer, std::atomic<std::size_t>& active,
+               runtime::PendingTable* pending)
     : cfg_(cfg),
       store_(store),
       producer_(producer),
       active_(active),
+      pending_(pending),
       resolver_(io_, cfg.upstream_dns, cfg.resolve_timeout),
       log_(io_, producer, cfg.log_per_client) {
   lookup_ = [this](std::string host) {

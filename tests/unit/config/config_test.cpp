@@ -21,6 +21,20 @@ TEST(Config, MinimalConfigGetsDefaults) {
   EXPECT_EQ(cfg.rules.mode, policy::Mode::enforce);
 }
 
+TEST(Config, AskModeIsOffByDefaultAndTakesItsKeys) {
+  auto off = parse_config(R"({"proxy-listen": ["127.0.0.1:0"]})");
+  EXPECT_FALSE(off.ask.enabled);
+  EXPECT_EQ(off.ask.timeout, std::chrono::seconds(60));
+  EXPECT_EQ(off.ask.max_per_client, 64u);
+  EXPECT_EQ(off.ask.max_total, 1024u);
+  auto on = parse_config(R"({"proxy-listen": ["127.0.0.1:0"], "ask": true,
+    "ask-timeout-ms": 5000, "ask-max-per-client": 3, "ask-max": 10})");
+  EXPECT_TRUE(on.ask.enabled);
+  EXPECT_EQ(on.ask.timeout, std::chrono::milliseconds(5000));
+  EXPECT_EQ(on.ask.max_per_client, 3u);
+  EXPECT_EQ(on.ask.max_total, 10u);
+}
+
 TEST(Config, AuditMode) {
   auto cfg = parse_config(
       R"({"proxy-listen": ["127.0.0.1:0"], "upstream-dns": ["203.0.113.2"], "mode": "audit"})");
@@ -126,6 +140,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"{" BASE R"(, "threads": 1e99999})", "", "not valid JSON"},
         // top level must be an object
         BadConfig{"[]", "", "must be a JSON object"},
+        // ask mode: a boolean, a time limit of at least 1 ms, bounds of at least 1
+        BadConfig{"{" BASE R"(, "ask": "yes"})", "ask", "must be true or false"},
+        BadConfig{"{" BASE R"(, "ask-timeout-ms": 0})", "ask-timeout-ms", ""},
+        BadConfig{"{" BASE R"(, "ask-max-per-client": 0})", "ask-max-per-client", ""},
+        BadConfig{"{" BASE R"(, "ask-max": -1})", "ask-max", ""},
         // typo in a key is caught, not ignored
         BadConfig{"{" BASE R"(, "alow-http": []})", "alow-http", "unknown key"},
         // listen address is required

@@ -36,6 +36,32 @@ class FakeStats : public StatsSource {
   std::string prometheus() const override { return "vibepit_x 1\n"; }
 };
 
+// Ask mode's table as a fake: two held requests, and what the API asked of it.
+class FakePending : public PendingSource {
+ public:
+  AskSettings settings{true, 60'000, 64, 1024};
+  std::vector<PendingView> held{{11, "CONNECT", "a.test", 443, "172.18.0.3:40000", 1, 1500, 58500},
+                                {12, "GET", "b.test", 80, "172.18.0.3:40002", 2, 20, 59980}};
+  std::vector<std::uint64_t> refused;
+
+  AskSettings ask() const override { return settings; }
+  AskSettings set_ask(std::optional<bool> enabled, std::optional<std::uint64_t> t) override {
+    if (enabled) settings.enabled = *enabled;
+    if (t) settings.timeout_ms = *t;
+    return settings;
+  }
+  std::vector<PendingView> pending() const override { return held; }
+  bool refuse(std::uint64_t id) override {
+    for (auto it = held.begin(); it != held.end(); ++it) {
+      if (it->id != id) continue;
+      held.erase(it);
+      refused.push_back(id);
+      return true;
+    }
+    return false;
+  }
+};
+
 std::shared_ptr<policy::Snapshot> initial() {
   policy::RuleSet rules;
   rules.allow_http = {"example.com:443"};
@@ -46,7 +72,10 @@ std::shared_ptr<policy::Snapshot> initial() {
 class ApiTest : public ::testing::Test {
  protected:
   ApiTest()
-      : store_(initial()), updater_(store_), api_(updater_, store_, feed_, stats_, limits()) {}
+      : store_(initial()),
+        updater_(store_),
+        api_(updater_, store_, feed_, stats_, limits()),
+        asking_(updater_, store_, feed_, stats_, limits(), &pending_) {}
   static ApiLimits limits() {
     ApiLimits l;
     l.max_entries = 5;
@@ -60,7 +89,7 @@ class ApiTest : public ::testing::Test {
     r.path = std::move(path);
     r.body = std::move(body);
     r.query = std::move(query);
-    return api_.handle(r);
+    return (with_pending_ ? asking_ : api_).handle(r);
   }
   static json body(const ApiResponse& r) { return json::parse(r.body); }
 
@@ -68,7 +97,10 @@ class ApiTest : public ::testing::Test {
   RuleUpdater updater_;
   FakeFeed feed_;
   FakeStats stats_;
+  FakePending pending_;
   ControlApi api_;
+  ControlApi asking_;          // the same, with ask mode's table
+  bool with_pending_ = false;  // call() asks asking_
 };
 
 TEST_F(ApiTest, HealthAndRulesShowTheLiveSnapshot) {
@@ -311,6 +343,72 @@ TEST(Serialize, ErrorsAreJsonWithLength) {
   EXPECT_EQ(json::parse(wire.substr(body_at))["error"], "no \"such\" thing");
   EXPECT_NE(wire.find("Content-Length: " + std::to_string(wire.size() - body_at)),
             std::string::npos);
+}
+
+TEST_F(ApiTest, PendingListsHeldRequestsWithTheAskSettings) {
+  EXPECT_EQ(call("GET", "/v1/pending").status, 404);  // a proxy without the table
+  with_pending_ = true;
+  auto r = call("GET", "/v1/pending");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto j = body(r);
+  EXPECT_EQ(
+      j["ask"],
+      json({{"enabled", true}, {"timeout_ms", 60000}, {"max_per_client", 64}, {"max", 1024}}));
+  ASSERT_EQ(j["pending"].size(), 2u);
+  EXPECT_EQ(j["pending"][0], json({{"id", 11},
+                                   {"method", "CONNECT"},
+                                   {"host", "a.test"},
+                                   {"port", 443},
+                                   {"client", "172.18.0.3:40000"},
+                                   {"since_us", 1},
+                                   {"waited_ms", 1500},
+                                   {"expires_in_ms", 58500}}));
+  EXPECT_EQ(call("POST", "/v1/pending").status, 405);
+}
+
+TEST_F(ApiTest, RefuseAnswersOneHeldRequest) {
+  with_pending_ = true;
+  auto r = call("POST", "/v1/pending/refuse", R"({"id": 12})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(body(r), json({{"refused", 12}}));
+  EXPECT_EQ(pending_.refused, std::vector<std::uint64_t>{12});
+  r = call("POST", "/v1/pending/refuse", R"({"id": 12})");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_NE(r.body.find("no request 12 is held"), std::string::npos) << r.body;
+  for (const char* bad : {"", "{}", R"({"id": -1})", R"({"id": "11"})", R"({"id": 11, "x": 1})"}) {
+    EXPECT_EQ(call("POST", "/v1/pending/refuse", bad).status, 400) << bad;
+  }
+  EXPECT_EQ(call("GET", "/v1/pending/refuse").status, 405);
+  EXPECT_EQ(pending_.held.size(), 1u);
+}
+
+TEST_F(ApiTest, AskSettingsAreReadAndChanged) {
+  with_pending_ = true;
+  EXPECT_EQ(body(call("GET", "/v1/ask"))["enabled"], true);
+  auto r = call("POST", "/v1/ask", R"({"timeout_ms": 5000})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(body(r)["timeout_ms"], 5000);
+  EXPECT_EQ(body(r)["enabled"], true);
+  r = call("POST", "/v1/ask", R"({"enabled": false})");
+  EXPECT_EQ(body(r)["enabled"], false);
+  for (const char* bad : {"{}", R"({"enabled": 1})", R"({"timeout_ms": 0})",
+                          R"({"timeout_ms": 86400001})", R"({"timeout": 5})", "[]"}) {
+    EXPECT_EQ(call("POST", "/v1/ask", bad).status, 400) << bad;
+  }
+  EXPECT_EQ(pending_.settings.timeout_ms, 5000u);
+  EXPECT_EQ(call("DELETE", "/v1/ask").status, 405);
+}
+
+TEST_F(ApiTest, EveryPublishedUpdateIsAnnounced) {
+  int published = 0;
+  updater_.on_publish([&] { ++published; });
+  call("POST", "/v1/allow-http", R"({"entries": ["new.test:443"]})");
+  EXPECT_EQ(published, 1);
+  call("POST", "/v1/allow-http", R"({"entries": ["new.test:443"]})");  // nothing new
+  EXPECT_EQ(published, 1);
+  call("POST", "/v1/allow-dns", R"({"entries": ["new.test"]})");
+  call("POST", "/v1/mode", R"({"mode": "audit"})");
+  EXPECT_EQ(published, 3);
 }
 
 }  // namespace

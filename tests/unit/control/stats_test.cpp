@@ -34,6 +34,27 @@ decision_log::DecisionRecord dns_answer(std::string host, bool cached) {
   return r;
 }
 
+TEST(DecisionStats, AHoldIsCountedOnceAsADecisionAndItsEndingApart) {
+  DecisionStats s(100);
+  auto held = proxy_decision("a.test", policy::Verdict::deny, 0);
+  held.hold = "held";
+  auto released = proxy_decision("a.test", policy::Verdict::allow, 200);
+  released.hold = "released";
+  auto expired = proxy_decision("b.test", policy::Verdict::deny, 403);
+  expired.hold = "expired";
+  s.observe(held);
+  s.observe(released);
+  s.observe(held);
+  s.observe(expired);
+  auto j = json::parse(s.stats_json());
+  EXPECT_EQ(j["totals"]["decisions"], 2);  // the held events are not decisions
+  EXPECT_EQ(j["totals"]["allow"], 1);
+  EXPECT_EQ(j["holds"], json({{"held", 2}, {"released", 1}, {"expired", 1}}));
+  const auto text = s.prometheus();
+  EXPECT_NE(text.find("vibepit_holds_total{outcome=\"held\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("vibepit_holds_total{outcome=\"released\"} 1\n"), std::string::npos);
+}
+
 TEST(DecisionStats, CountsTotalsBytesAndCacheHits) {
   DecisionStats s(100);
   s.observe(proxy_decision("a.test", policy::Verdict::allow, 200));

@@ -94,6 +94,16 @@ struct ProxyConfig {
   std::uint32_t log_per_client = 100;
 };
 
+// Ask mode (keys ask*): a request that no rule allows is held, instead of refused, until an
+// allow covers it, the user refuses it or `timeout` passes (runtime/pending.hpp). The
+// control API changes `enabled` and `timeout` at runtime.
+struct AskConfig {
+  bool enabled = false;                       // ask
+  std::chrono::milliseconds timeout{60'000};  // ask-timeout-ms
+  std::size_t max_per_client = 64;            // ask-max-per-client: held at once, per address
+  std::size_t max_total = 1'024;              // ask-max: held at once, in all
+};
+
 // The decision log's settings (keys decision-*).
 struct LogConfig {
   std::string path = "-";  // decision-log: a file, or "-" for stdout
@@ -108,6 +118,7 @@ struct Config {
   DnsConfig dns;
   ControlConfig control;
   LogConfig log;
+  AskConfig ask;
   policy::RuleSet rules;
 
   // upstream-dns, or the machine's resolvers when it is absent: the proxy's resolver and the

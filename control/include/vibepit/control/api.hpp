@@ -5,6 +5,7 @@
 // without TLS. The server (server.hpp) only moves bytes.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -85,14 +86,51 @@ class StatsSource {
   virtual std::string prometheus() const = 0;
 };
 
+// Ask mode as the API sees it: the proxy's table of held requests (runtime/pending.hpp).
+struct AskSettings {
+  bool enabled = false;
+  std::uint64_t timeout_ms = 0;
+  std::uint64_t max_per_client = 0;
+  std::uint64_t max_total = 0;
+};
+
+struct PendingView {
+  std::uint64_t id = 0;  // the held request's decision record id
+  std::string method;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string client;  // "address:port"
+  std::int64_t since_us = 0;
+  std::uint64_t waited_ms = 0;
+  std::uint64_t expires_in_ms = 0;
+};
+
+class PendingSource {
+ public:
+  virtual ~PendingSource() = default;
+  virtual AskSettings ask() const = 0;
+  // Change what is given; returns the settings in force after. Turning ask mode off
+  // answers every held request.
+  virtual AskSettings set_ask(std::optional<bool> enabled,
+                              std::optional<std::uint64_t> timeout_ms) = 0;
+  virtual std::vector<PendingView> pending() const = 0;  // oldest first
+  virtual bool refuse(std::uint64_t id) = 0;             // false: no such request is held
+};
+
 // A feed entry as a line of the API's output: the record with its sequence number first.
 std::string feed_line(const DecisionFeed::Entry& e);
 
 class ControlApi {
  public:
+  // `pending`: ask mode's held requests; without it /v1/pending and /v1/ask answer 404.
   ControlApi(RuleUpdater& rules, const policy::SnapshotStore& store, const DecisionFeed& feed,
-             const StatsSource& stats, ApiLimits limits = {})
-      : rules_(rules), store_(store), feed_(feed), stats_(stats), limits_(limits) {}
+             const StatsSource& stats, ApiLimits limits = {}, PendingSource* pending = nullptr)
+      : rules_(rules),
+        store_(store),
+        feed_(feed),
+        stats_(stats),
+        limits_(limits),
+        pending_(pending) {}
 
   ApiResponse handle(const ApiRequest& req) const;
   const ApiLimits& limits() const { return limits_; }
@@ -102,12 +140,16 @@ class ControlApi {
   ApiResponse add_rules(RuleList list, const ApiRequest& req) const;
   ApiResponse set_mode(const ApiRequest& req) const;
   ApiResponse decisions(const ApiRequest& req) const;
+  ApiResponse pending_view() const;
+  ApiResponse refuse_pending(const ApiRequest& req) const;
+  ApiResponse set_ask(const ApiRequest& req) const;
 
   RuleUpdater& rules_;
   const policy::SnapshotStore& store_;
   const DecisionFeed& feed_;
   const StatsSource& stats_;
   ApiLimits limits_;
+  PendingSource* pending_;
 };
 
 }  // namespace vibepit::control

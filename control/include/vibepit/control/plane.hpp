@@ -18,6 +18,7 @@
 #include "vibepit/control/stats.hpp"
 #include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/policy/snapshot.hpp"
+#include "vibepit/runtime/pending.hpp"
 
 namespace vibepit::control {
 
@@ -34,8 +35,11 @@ class ControlPlane {
  public:
   // Registers the counters with `log`, so it must come before log.start().
   // cfg.listen: where to listen, resolved (config::control_listen_or_default).
+  // `pending`: ask mode's held requests, which the API lists and refuses and which each
+  // rule update wakes; none, and the ask endpoints answer 404.
   ControlPlane(config::ControlConfig cfg, policy::SnapshotStore& store,
-               decision_log::DecisionLog& log, PlaneOptions opts);
+               decision_log::DecisionLog& log, PlaneOptions opts,
+               runtime::PendingTable* pending = nullptr);
   ~ControlPlane();
 
   // Bind the control listeners and, in standalone mode, write the client's credentials and
@@ -51,6 +55,7 @@ class ControlPlane {
  private:
   class Feed;
   class Metrics;
+  class Pending;
   config::ControlConfig cfg_;
   PlaneOptions opts_;
   std::string session_id_;
@@ -59,6 +64,7 @@ class ControlPlane {
   DecisionStats stats_;
   std::unique_ptr<Metrics> metrics_;  // stats_ plus the control server's and the log's counters
   RuleUpdater rules_;
+  std::unique_ptr<Pending> pending_;
   std::unique_ptr<ControlApi> api_;
   std::unique_ptr<ControlServer> server_;
 };

@@ -2,6 +2,8 @@
 // Runtime rule changes: validate a whole batch, then publish one new snapshot that the DNS
 // server and the proxy both read. Writers are serialised here; readers never wait.
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <variant>
@@ -25,6 +27,10 @@ class RuleUpdater {
  public:
   explicit RuleUpdater(policy::SnapshotStore& store) : store_(store) {}
 
+  // Called after each snapshot this publishes (ask mode wakes its held requests). Set before
+  // the updater is used.
+  void on_publish(std::function<void()> f) { on_publish_ = std::move(f); }
+
   // All or nothing: every entry is validated first, and any error returns the errors with
   // nothing applied. Entries already present (or repeated in the batch) are `existing`;
   // when nothing is new, no snapshot is published.
@@ -36,8 +42,11 @@ class RuleUpdater {
   std::uint64_t set_mode(policy::Mode mode, bool& changed);
 
  private:
+  std::uint64_t publish(std::shared_ptr<policy::Snapshot> next);
+
   std::mutex mu_;  // one writer at a time, so no addition is lost between read and publish
   policy::SnapshotStore& store_;
+  std::function<void()> on_publish_;
 };
 
 }  // namespace vibepit::control

@@ -57,6 +57,7 @@ class DecisionStats : public StatsSource {
   std::map<int, std::uint64_t> http_status_;
   std::map<std::string, std::uint64_t> dns_rcode_;
   std::uint64_t tunnels_closed_ = 0, bytes_up_ = 0, bytes_down_ = 0;
+  std::map<std::string, std::uint64_t> holds_;      // ask mode: requests held, and how each ended
   std::uint64_t dns_answers_ = 0, dns_cached_ = 0;  // allowed queries, and those from cache
   Histogram decide_proxy_, decide_dns_, tunnel_duration_;
 };

@@ -62,6 +62,12 @@ struct DecisionRecord {
   std::uint64_t bytes_down = 0;
   std::uint64_t ms = 0;
   std::uint32_t elapsed_us = 0;  // request arrival to decision; 0 when not measured
+  // Ask mode (runtime/pending.hpp), static storage. "held": not a decision but the event of
+  // the request being held (event "held"), with the id its outcome will carry. Otherwise how
+  // the hold ended: "released" (a rule now allows it), "refused", "expired", "gone" (the
+  // client left), "ask_off", "shutdown"; `held_ms` is how long it waited. nullptr: never held.
+  const char* hold = nullptr;
+  std::uint64_t held_ms = 0;
   // A summary (RecordFolder): this record stands for `count` decisions of its client and
   // reason in an interval of `interval_ms`, folded into one. 0: an ordinary record.
   std::uint64_t count = 0;

@@ -54,4 +54,18 @@ Outcome resolve_failed(policy::Decision allowed, std::string_view host, std::str
 Outcome blocked_after_resolution(policy::Decision allowed, std::string_view target,
                                  std::string_view host, const policy::Selection& selection);
 
+// Ask mode: what became of a denied request that was offered for holding and not released.
+enum class Unheld {
+  client_full,  // not held: this client has ask-max-per-client requests held
+  table_full,   // not held: ask-max requests are held
+  expired,      // held for ask-timeout-ms, and no allow came
+  refused,      // the user refused it while held
+  ask_off,      // ask mode was turned off while it was held
+  shutdown,     // the proxy is stopping
+};
+// The not_allowlisted refusal of `target`, saying what became of the hold. `limit` is the
+// bound (a count) or the time limit (in milliseconds) that the text names. The record's
+// short explanation goes in `detail`.
+Outcome unheld(policy::Decision denied, std::string_view target, Unheld how, std::uint64_t limit);
+
 }  // namespace vibepit::proxy

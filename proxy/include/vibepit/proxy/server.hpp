@@ -21,8 +21,9 @@ namespace vibepit::proxy {
 
 class ProxyServer {
  public:
+  // `pending`: ask mode's table of held requests (Worker), or none.
   ProxyServer(const config::ProxyConfig& cfg, policy::SnapshotStore& store,
-              decision_log::DecisionLog& log);
+              decision_log::DecisionLog& log, runtime::PendingTable* pending = nullptr);
   ~ProxyServer();
 
   // Bind every proxy-listen address on every worker. Returns the bound endpoints (port 0

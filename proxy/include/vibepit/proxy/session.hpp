@@ -24,6 +24,7 @@
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/spares.hpp"
 #include "vibepit/proxy/upstream.hpp"
+#include "vibepit/runtime/pending.hpp"
 
 namespace vibepit::proxy {
 
@@ -100,8 +101,33 @@ class Session : public std::enable_shared_from_this<Session> {
   asio::awaitable<DialResult> dial(const asio::ip::tcp::endpoint& to);
 
  private:
-  enum class Phase { wait_request, read_head, resolve, connect, busy };
+  enum class Phase { wait_request, read_head, resolve, connect, busy, held };
   enum class HeadStatus { ok, closed, failed };
+  enum class Held { released, refused, gone };
+  struct HoldState {
+    explicit HoldState(asio::io_context& io) : timer(io) {}
+    asio::steady_timer timer;  // expires when the hold should look again; a wake cancels it
+    std::shared_ptr<runtime::PendingTable::Entry> entry;
+    bool gone = false;           // the client hung up
+    bool bytes_waiting = false;  // the client sent bytes past its request
+  };
+
+  // Ask mode (hold.cpp): hold a request that no rule allows until an allow covers it (then
+  // `snap` and `d` are the snapshot and decision that allow it: released), or it is refused,
+  // expires or the proxy stops (`o` is the refusal and `rec` says how: refused), or the
+  // client goes away (its record written, the connection closed: gone).
+  asio::awaitable<Held> hold(const http::Authority& target, decision_log::DecisionRecord& rec,
+                             std::shared_ptr<const policy::Snapshot>& snap, policy::Decision& d,
+                             Outcome& o);
+  // Offer the request to the pending table; when held, write the held event.
+  std::shared_ptr<runtime::PendingTable::Entry> enter_hold(const http::Authority& target,
+                                                           const decision_log::DecisionRecord& rec,
+                                                           runtime::PendingTable::Admit& admit);
+  void wake_hold();     // on this thread: the held request looks again
+  void end_hold();      // leave the pending table, if in it (a session destroyed while held)
+  void watch_client();  // while held: notice the client hanging up
+  void on_client_readable(const asio::error_code& ec);
+  bool client_hung_up();  // its FIN has arrived (TCP state), bytes before it or not
 
   asio::awaitable<void> run();
   asio::awaitable<HeadStatus> read_head(http::RequestHead& head);
@@ -141,6 +167,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // malloc's slow path.
   http::Target target_;
   decision_log::DecisionRecord tunnel_record_;
+  std::unique_ptr<HoldState> hold_;  // while a request is held (ask mode)
 };
 
 // The request handlers, one unit each.

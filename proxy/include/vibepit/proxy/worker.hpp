@@ -26,6 +26,7 @@
 #include "vibepit/proxy/spares.hpp"
 #include "vibepit/runtime/accept_loop.hpp"
 #include "vibepit/runtime/loop.hpp"
+#include "vibepit/runtime/pending.hpp"
 
 namespace vibepit::proxy {
 
@@ -41,9 +42,12 @@ using ConnectFn = std::function<asio::awaitable<asio::error_code>(asio::ip::tcp:
 
 class Worker {
  public:
-  // `active`: connections open across all workers, shared by them.
+  // `active`: connections open across all workers, shared by them. `pending`: ask mode's
+  // table of held requests, shared with the other workers and the control API; without
+  // one, nothing is ever held.
   Worker(const config::ProxyConfig& cfg, policy::SnapshotStore& store,
-         decision_log::DecisionLog::Producer& producer, std::atomic<std::size_t>& active);
+         decision_log::DecisionLog::Producer& producer, std::atomic<std::size_t>& active,
+         runtime::PendingTable* pending = nullptr);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -78,6 +82,9 @@ class Worker {
   std::shared_ptr<const policy::Snapshot> snapshot() const { return store_.current(); }
   decision_log::FoldingLog& log() { return log_; }
   bool draining() const { return draining_; }
+  // Ask mode: whether a request that no rule allows is offered to pending() for holding.
+  bool asking() const { return pending_ && pending_->asking(); }
+  runtime::PendingTable& pending() { return *pending_; }
   // A resolver cache hit, or false.
   bool cached(const std::string& host, ResolveResult& out) { return resolver_.cached(host, out); }
   asio::awaitable<ResolveResult> lookup(std::string host) { return lookup_(std::move(host)); }
@@ -118,6 +125,7 @@ class Worker {
   policy::SnapshotStore& store_;
   decision_log::DecisionLog::Producer& producer_;
   std::atomic<std::size_t>& active_;
+  runtime::PendingTable* pending_;
   Resolver resolver_;
   decision_log::FoldingLog log_;  // deny records past decision-log-per-client are folded
   LookupFn lookup_;               // resolver_.async_resolve
