@@ -116,6 +116,13 @@ int run(int argc, char** argv) {
   run_cmd->add_flag("-q,--quiet", run.quiet, "no progress lines");
   run_cmd->add_flag("-T,--no-tty", run.no_tty, "no terminal, even when stdin is one");
   run_cmd->add_flag("-y,--yes", run.yes, "approve new .vibepit/network.yaml entries");
+  run_cmd->add_flag("--ask", run.ask,
+                    "hold a request that no rule allows until you allow or refuse it in "
+                    "vibepit monitor (or --ask-timeout passes)");
+  run_cmd
+      ->add_option("--ask-timeout", run.ask_timeout,
+                   "with --ask: how long a request is held, in seconds (default 60)")
+      ->check(CLI::Range(0.001, 86400.0));
   run_cmd->footer(
       "Everything after -- is the command to run in the sandbox: vibepit run -- make test");
 

@@ -18,6 +18,7 @@
 #include "vibepit/launcher/cli/engine.hpp"
 #include "vibepit/launcher/cli/session_commands.hpp"
 #include "vibepit/launcher/host/project.hpp"
+#include "vibepit/launcher/host/terminal_text.hpp"
 #include "vibepit/launcher/rules/network_file.hpp"
 #include "vibepit/launcher/rules/session_rules.hpp"
 #include "vibepit/policy/rules.hpp"
@@ -29,6 +30,7 @@ namespace {
 
 const char* kGreen = "\033[32m";
 const char* kRed = "\033[31m";
+const char* kYellow = "\033[33m";
 const char* kDim = "\033[2m";
 const char* kBold = "\033[1m";
 const char* kReset = "\033[0m";
@@ -87,10 +89,12 @@ std::string utc_clock(const std::string& ts) {
   return ts.substr(t + 1, 12);
 }
 
+// A field of a record or an answer, as text to show: what the sandbox may have put there
+// (a DNS name can hold any byte) reaches the terminal escaped.
 std::string str(const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end()) return "";
-  if (it->is_string()) return it->get<std::string>();
+  if (it->is_string()) return terminal_safe(it->get<std::string>());
   if (it->is_number() || it->is_boolean()) return it->dump();
   return "";
 }
@@ -293,9 +297,10 @@ std::string format_record(const std::string& line, bool color, bool denied_only)
   }
   const auto src = str(j, "src");
   const bool close = str(j, "event") == "close";
+  const bool held = str(j, "event") == "held";  // ask mode: waiting for the user
   const bool allow = str(j, "verdict") == "allow";
   if (denied_only && (close || allow)) return "";
-  std::string verdict = close ? "close" : allow ? "ALLOW" : "DENY";
+  std::string verdict = close ? "close" : held ? "HELD" : allow ? "ALLOW" : "DENY";
   std::string what, target, detail;
   if (src == "dns") {
     what = str(j, "qtype");
@@ -312,16 +317,21 @@ std::string format_record(const std::string& line, bool color, bool denied_only)
     if (close) {
       detail = str(j, "bytes_up") + " B up, " + str(j, "bytes_down") + " B down, " + str(j, "ms") +
                " ms";
+    } else if (held) {
+      detail = "waiting for a decision (vibepit monitor)";
     } else {
       detail = str(j, "status");
       if (!str(j, "addr").empty()) detail += " " + str(j, "addr");
+      if (!str(j, "hold").empty()) {
+        detail += " (held " + str(j, "held_ms") + " ms: " + str(j, "hold") + ")";
+      }
     }
   }
   std::string why = close ? "" : str(j, "reason");
   if (!str(j, "rule").empty()) why += " " + str(j, "rule");
   if (!str(j, "range").empty()) why += " " + str(j, "range");
   std::string out = utc_clock(str(j, "ts")) + "  " + pad(src, 5) + "  ";
-  const char* colour = close ? kDim : allow ? kGreen : kRed;
+  const char* colour = close ? kDim : held ? kYellow : allow ? kGreen : kRed;
   out += paint(color, colour, pad(verdict, 5)) + "  " + pad(what, 7) + "  " + pad(target, 36) +
          "  " + pad(why, 28) + "  " + detail;
   while (!out.empty() && out.back() == ' ') out.pop_back();

@@ -9,8 +9,10 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <ctime>
 #include <mutex>
 #include <ostream>
@@ -114,11 +116,20 @@ std::optional<Json> running_sandbox(docker::Client& docker, const Project& p) {
   return std::nullopt;
 }
 
+// --ask-timeout's seconds, as the proxy's ask-timeout-ms (at least 1).
+std::uint64_t ask_timeout_ms(double seconds) {
+  return std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(seconds * 1000)));
+}
+
 int join(docker::Client& docker, const Json& sandbox, const RunOptions& o, bool tty,
-         const Report& report) {
+         const Report& report, std::ostream& err) {
   const std::string id = sandbox.value("Id", "");
   const std::string session = sandbox["Labels"].value(docker::label::kSession, "");
   if (report) report("joining session " + session + " (its sandbox is running)");
+  if (o.ask) {
+    err << "vibepit: --ask not applied: session " << session
+        << " is running already and keeps the setting it started with\n";
+  }
   Json cmd = o.command.empty() ? Json{"/bin/bash", "-l"} : Json(o.command);
   auto exec = docker.exec_create(id, {{"AttachStdin", true},
                                       {"AttachStdout", true},
@@ -244,7 +255,7 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     if (auto sandbox = running_sandbox(docker, project)) {
       project_lock.release();
       lock.unlock();
-      return join(docker, *sandbox, o, tty, report);
+      return join(docker, *sandbox, o, tty, report, err);
     }
 
     SessionRequest req;
@@ -253,6 +264,7 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     req.command = o.command;
     req.tty = tty;
     req.sandbox = o.sandbox;
+    if (o.ask) req.ask_timeout_ms = ask_timeout_ms(o.ask_timeout);
     const StartedSession started = start_session(
         docker, req, report, [](const std::string& id) { g.session_id = id; },
         [&](const char* step) { test_pause(step, lock); });

@@ -287,6 +287,10 @@ std::string Session::proxy_config() const {
       {"threads", 1},
   };
   if (!spec_.upstream_dns.empty()) cfg["upstream-dns"] = spec_.upstream_dns;
+  if (spec_.ask_timeout_ms != 0) {
+    cfg["ask"] = true;
+    cfg["ask-timeout-ms"] = spec_.ask_timeout_ms;
+  }
   if (spec_.decision_ring != 0) cfg["decision-ring"] = spec_.decision_ring;
   if (spec_.decision_log_max_bytes != 0)
     cfg["decision-log-max-bytes"] = spec_.decision_log_max_bytes;

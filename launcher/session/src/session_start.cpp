@@ -173,6 +173,7 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   spec.allow_http = req.rules.allow_http;
   spec.allow_dns = req.rules.allow_dns;
   spec.mode = req.mode;
+  spec.ask_timeout_ms = req.ask_timeout_ms;
   spec.command = req.command;
   spec.tty = req.tty;
   spec.stdin_open = req.stdin_open;

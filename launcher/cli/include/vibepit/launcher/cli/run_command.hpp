@@ -17,6 +17,8 @@ struct RunOptions {
   bool quiet = false;
   bool no_tty = false;
   bool yes = false;
+  bool ask = false;         // hold denied requests for the user to decide (vibepit monitor)
+  double ask_timeout = 60;  // seconds
 };
 
 // The exit status is the shell's or CMD's; vibepit's own failures use kRunFailed (125,

@@ -23,6 +23,9 @@ struct SessionSpec {
   std::filesystem::path dir;  // $XDG_STATE_HOME/vibepit/sessions/<id>
   std::vector<std::string> allow_http, allow_dns;
   policy::Mode mode = policy::Mode::enforce;  // the proxy's mode (vibepit ci --mode audit)
+  // Ask mode (vibepit run --ask): the proxy holds a request that no rule allows for up to
+  // this long, for the user to allow (vibepit monitor); 0: off.
+  std::uint64_t ask_timeout_ms = 0;
   std::string proxy_image;
   std::string sandbox_image;
   bool default_image = true;  // the image has the user `code` and /home/code

@@ -53,6 +53,7 @@ struct SessionRequest {
   bool stdin_open = true;  // attach the sandbox's stdin (vibepit ci: no)
   SandboxSettings sandbox;
   policy::Mode mode = policy::Mode::enforce;
+  std::uint64_t ask_timeout_ms = 0;  // vibepit run --ask: hold denied requests this long; 0: off
   SessionSpec::Home home = SessionSpec::Home::project;
   std::string home_cache_key;  // Home::cache
 };
