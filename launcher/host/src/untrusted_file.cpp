@@ -20,6 +20,26 @@ namespace {
 
 // The file's directory, its last component opened with O_NOFOLLOW (the part above it is the
 // user's own choice of path). -1 with errno ENOENT when it does not exist and !create.
+// As root, a file or directory vibepit makes in someone else's directory is theirs, as if
+// they had made it: `like`'s owner (the file it replaces, or the directory it is made in)
+// becomes `made`'s. As anyone else, what vibepit makes is its user's already.
+void own_like(int made, int like) {
+  struct stat st {};
+  if (::geteuid() != 0 || ::fstat(like, &st) != 0) return;
+  if ((st.st_uid != 0 || st.st_gid != 0) && ::fchown(made, st.st_uid, st.st_gid) != 0)
+    fail("cannot give a file its owner's uid " + std::to_string(st.st_uid), errno);
+}
+
+// mkdirat and open, the new directory owned as `up` is (own_like); -1 with errno when
+// the open fails.
+int make_dir_at(int up, const std::string& name, const fs::path& shown) {
+  const bool made = ::mkdirat(up, name.c_str(), 0755) == 0;
+  if (!made && errno != EEXIST) fail("cannot create " + shown.string(), errno);
+  const int fd = ::openat(up, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0 && made) own_like(fd, up);
+  return fd;
+}
+
 int open_parent(const fs::path& path, bool create) {
   fs::path dir = path.parent_path();
   if (dir.empty()) dir = ".";
@@ -36,11 +56,7 @@ int open_parent(const fs::path& path, bool create) {
     fail("cannot open " + above.string(), errno);
   }
   int fd = ::openat(up.fd, last.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT && create) {
-    if (::mkdirat(up.fd, last.c_str(), 0755) != 0 && errno != EEXIST)
-      fail("cannot create " + dir.string(), errno);
-    fd = ::openat(up.fd, last.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  }
+  if (fd < 0 && errno == ENOENT && create) fd = make_dir_at(up.fd, last, dir);
   if (fd < 0) {
     if (errno == ENOENT && !create) return -1;
     if (errno == ELOOP || errno == ENOTDIR)
@@ -103,6 +119,15 @@ void write_at(int dir, const std::string& name, const std::string& content, cons
     fail("cannot replace " + shown_tmp.string(), errno);
   OwnedFd f(::openat(dir, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (f.fd < 0) fail("cannot write " + shown_tmp.string(), errno);
+  // The replacement keeps the file's owner and mode; a new file is the directory owner's.
+  OwnedFd old(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (old.fd >= 0 && ::fstat(old.fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    own_like(f.fd, old.fd);
+    ::fchmod(f.fd, st.st_mode & 07777);
+  } else {
+    own_like(f.fd, dir);
+  }
   std::size_t off = 0;
   while (off < content.size()) {
     const ssize_t n = ::write(f.fd, content.data() + off, content.size() - off);
@@ -132,11 +157,7 @@ int open_beneath(int from, const fs::path& rel, const fs::path& shown) {
     if (c.empty() || c == ".") continue;
     OwnedFd up(fd);
     fd = ::openat(up.fd, c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT) {
-      if (::mkdirat(up.fd, c.c_str(), 0755) != 0 && errno != EEXIST)
-        fail("cannot create " + (walked / c).string(), errno);
-      fd = ::openat(up.fd, c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    }
+    if (fd < 0 && errno == ENOENT) fd = make_dir_at(up.fd, c, walked / c);
     walked /= c;
     if (fd < 0) {
       if (errno == ELOOP || errno == ENOTDIR)

@@ -1,6 +1,7 @@
 // Where vibepit ci writes its report and learned rules: inside the project (which the sandbox
 // writes), no symlink is followed, before or after the directory was opened.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -78,6 +79,35 @@ TEST_F(OutputDirTest, OutsideTheProjectThePathIsTheUsersOwn) {
   OutputDir d(base_ / "link/sub", project_);  // the user's link, outside the sandbox's reach
   d.write("r.json", "x");
   EXPECT_EQ(read(outside_ / "sub/r.json"), "x");
+}
+
+TEST_F(OutputDirTest, RootWritingInAUsersProjectLeavesEverythingTheirs) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give files away";
+  ASSERT_EQ(::chown(project_.c_str(), 4321, 4322), 0);
+  const fs::path kept = project_ / "network.yaml";
+  std::ofstream(kept) << "# mine\n";
+  ASSERT_EQ(::chown(kept.c_str(), 4321, 4321), 0);
+  ASSERT_EQ(::chmod(kept.c_str(), 0640), 0);
+  write_untrusted_file(kept, "# mine\nallow-http: [a.test:443]\n");  // replaced, atomically
+  struct stat st {};
+  ASSERT_EQ(::stat(kept.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 4321u);
+  EXPECT_EQ(st.st_gid, 4321u);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  // A new file, in a directory made for it: both the project owner's.
+  const fs::path fresh = project_ / ".vibepit" / "network.yaml";
+  write_untrusted_file(fresh, "allow-http: []\n");
+  for (const auto& p : {fresh.parent_path(), fresh}) {
+    ASSERT_EQ(::stat(p.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 4321u) << p;
+    EXPECT_EQ(st.st_gid, 4322u) << p;
+  }
+  OutputDir d(project_ / "out" / "deep", project_);  // vibepit ci's report, as root
+  d.write("report.json", "{}");
+  for (const auto& p : {project_ / "out", project_ / "out" / "deep" / "report.json"}) {
+    ASSERT_EQ(::stat(p.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, 4321u) << p;
+  }
 }
 
 }  // namespace
