@@ -17,9 +17,9 @@ import tempfile
 # library -> the libraries whose headers it may include (itself always). A library's name
 # is its folder and its headers' prefix: launcher/session/ includes
 # "vibepit/launcher/session/...". The launcher's rooms point one way: host at the bottom;
-# guard, rules and images on it; session on those; cli on top. ci needs only policy.
+# guard, rules, images and monitor on it; session on those; cli on top. ci needs only policy.
 ROOMS_BELOW_CLI = {"launcher/session", "launcher/ci", "launcher/images", "launcher/rules",
-                   "launcher/guard", "launcher/host"}
+                   "launcher/guard", "launcher/host", "launcher/monitor"}
 ALLOWED = {
     "policy": set(),
     "http": {"policy"},
@@ -39,6 +39,7 @@ ALLOWED = {
     "launcher/session": {"launcher/images", "launcher/rules", "launcher/guard", "launcher/host",
                          "docker", "control", "runtime", "config", "policy"},
     "launcher/ci": {"policy"},
+    "launcher/monitor": {"launcher/host"},
     "launcher/cli": ROOMS_BELOW_CLI | {"docker", "control", "runtime", "config", "http", "policy"},
 }
 FOLDERS = {name: name for name in ALLOWED}

@@ -10,6 +10,7 @@
 #include "vibepit/launcher/cli/ci_command.hpp"
 #include "vibepit/launcher/cli/commands.hpp"
 #include "vibepit/launcher/cli/image_commands.hpp"
+#include "vibepit/launcher/cli/monitor_command.hpp"
 #include "vibepit/launcher/cli/run_command.hpp"
 #include "vibepit/launcher/cli/session_commands.hpp"
 #include "vibepit/launcher/guard/project_guard.hpp"
@@ -106,6 +107,14 @@ int run(int argc, char** argv) {
 
   auto* status = app.add_subcommand("status", "list running sessions with their counters");
   add_common(status, true);
+
+  MonitorOptions monitor;
+  std::string monitor_path;
+  auto* monitor_cmd = app.add_subcommand(
+      "monitor", "watch a session's denials and held requests, and allow them with one key");
+  add_common(monitor_cmd, false);
+  monitor_cmd->add_option("path", monitor_path,
+                          "the project whose session to watch (default: as --session)");
 
   RunOptions run;
   std::string run_path;
@@ -255,6 +264,10 @@ int run(int argc, char** argv) {
   if (rules->parsed()) return cmd_rules(common, std::cout, std::cerr);
   if (logs_cmd->parsed()) return cmd_logs(common, logs, std::cout, std::cerr);
   if (status->parsed()) return cmd_status(common, std::cout, std::cerr);
+  if (monitor_cmd->parsed()) {
+    monitor.path = monitor_path;
+    return cmd_monitor(common, monitor, std::cout, std::cerr);
+  }
   if (run_cmd->parsed()) {
     run.path = run_path;
     apply_test_settings(run.sandbox);

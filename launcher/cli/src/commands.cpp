@@ -177,9 +177,9 @@ namespace {
 // Entries the user adds from the host are approved as they are saved, so the next
 // `vibepit run` applies them without asking. A file outside a usable project is saved, and
 // its entries are asked about later.
-void approve_own_entries(const Common& c, const AllowOptions& a,
+void approve_own_entries(const Common& c, const fs::path& network_file, const std::string& list,
                          const std::vector<std::string>& entries) {
-  const fs::path dir = a.network_file.parent_path().parent_path();
+  const fs::path dir = network_file.parent_path().parent_path();
   const char* home = std::getenv("HOME");
   Project project;
   try {
@@ -188,11 +188,19 @@ void approve_own_entries(const Common& c, const AllowOptions& a,
     return;
   }
   NetworkFile add;
-  (a.list == "allow-http" ? add.allow_http : add.allow_dns) = entries;
+  (list == "allow-http" ? add.allow_http : add.allow_dns) = entries;
   Approvals(state_dir_for(c.sessions_root), project).approve(add);
 }
 
 }  // namespace
+
+std::vector<std::string> save_allowed(const Common& c, const fs::path& network_file,
+                                      const std::string& list,
+                                      const std::vector<std::string>& canonical) {
+  auto saved = save_entries(network_file, list, canonical);
+  approve_own_entries(c, network_file, list, canonical);
+  return saved;
+}
 
 int cmd_allow(const Common& c, const AllowOptions& a, std::ostream& out, std::ostream& err) {
   const bool http = a.list == "allow-http";
@@ -233,8 +241,7 @@ int cmd_allow(const Common& c, const AllowOptions& a, std::ostream& out, std::os
     std::string save_error;
     if (a.save) {
       try {
-        saved = save_entries(a.network_file, a.list, canonical);
-        approve_own_entries(c, a, canonical);
+        saved = save_allowed(c, a.network_file, a.list, canonical);
       } catch (const std::exception& e) {
         save_error = e.what();
       }

@@ -38,6 +38,13 @@ struct AllowOptions {
 };
 
 int cmd_allow(const Common& c, const AllowOptions& a, std::ostream& out, std::ostream& err);
+// Add canonical entries to `list` ("allow-http" or "allow-dns") of the network file, as
+// `vibepit allow-http` saves them (comments and owner kept, atomic), and approve them for
+// the next `vibepit run`. Returns the entries that were new to the file; throws on a file
+// problem.
+std::vector<std::string> save_allowed(const Common& c, const std::filesystem::path& network_file,
+                                      const std::string& list,
+                                      const std::vector<std::string>& canonical);
 int cmd_rules(const Common& c, std::ostream& out, std::ostream& err);
 
 struct LogsOptions {
