@@ -101,13 +101,17 @@ def curl(url, extra=""):
     return "curl -s %s -o /dev/null -w '%%{http_code} %%{num_connects}\\n' %s" % (extra, url)
 
 
-class MonitorTest(unittest.TestCase):
+class MonitorCase(unittest.TestCase):
+    """A session started with ARGS, and the monitor watching it until READY shows."""
+
+    ARGS, READY = BASE, "monitor: j/k"
+
     @classmethod
     def setUpClass(cls):
-        cls.s = Session(BASE)
+        cls.s = Session(cls.ARGS)
         cls.pane = Pane(cls.s.ws)
         try:
-            cls.pane.wait_for("monitor: j/k")
+            cls.pane.wait_for(cls.READY)
         except BaseException:
             cls.tearDownClass()
             raise
@@ -116,6 +120,9 @@ class MonitorTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.pane.close()
         cls.s.close()
+
+
+class MonitorTest(MonitorCase):
 
     def test_without_a_terminal_it_points_at_logs(self):
         r = self.s.ws.vibepit(INTERNET, ["monitor"])
@@ -171,21 +178,8 @@ class MonitorTest(unittest.TestCase):
         self.pane.filter("")
 
 
-class AskMonitorTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.s = Session(BASE + ["--ask", "--ask-timeout", "6"])
-        cls.pane = Pane(cls.s.ws)
-        try:
-            cls.pane.wait_for("ask 6s")
-        except BaseException:
-            cls.tearDownClass()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.pane.close()
-        cls.s.close()
+class AskMonitorTest(MonitorCase):
+    ARGS, READY = BASE + ["--ask", "--ask-timeout", "6"], "ask 6s"
 
     def held_curl(self, host):
         p = self.s.sandbox_popen(curl("http://%s/" % host, "-D /dev/stderr"))

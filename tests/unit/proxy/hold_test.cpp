@@ -44,6 +44,20 @@ class HoldTest : public SessionTest {
   }
 
   static std::string status_line(const std::string& r) { return r.substr(0, r.find("\r\n")); }
+
+  // A CONNECT that no rule allows, held; then `act` on the worker's thread; what the client
+  // is answered.
+  std::string held_then(const std::function<void()>& act) {
+    std::string reply, buf;
+    play([&]() -> asio::awaitable<void> {
+      Local c = connect_client();
+      co_await write(c, "CONNECT svc.test:443 HTTP/1.1\r\n\r\n");
+      co_await until_held(1);
+      act();
+      reply = co_await response(c, buf);
+    });
+    return reply;
+  }
 };
 
 TEST_F(HoldTest, AHeldConnectIsReleasedByAnAllowAndGoesOnAsIfTheRuleHadBeenThere) {
@@ -142,14 +156,7 @@ TEST_F(HoldTest, AHeldPlainHttpRequestIsForwardedOnceAllowed) {
 
 TEST_F(HoldTest, TheUserRefusesAHeldRequest) {
   rules({});
-  std::string reply, buf;
-  play([&]() -> asio::awaitable<void> {
-    Local c = connect_client();
-    co_await write(c, "CONNECT svc.test:443 HTTP/1.1\r\n\r\n");
-    co_await until_held(1);
-    EXPECT_TRUE(pending.refuse(pending.list().at(0).id));
-    reply = co_await response(c, buf);
-  });
+  const auto reply = held_then([&] { EXPECT_TRUE(pending.refuse(pending.list().at(0).id)); });
   EXPECT_EQ(status_line(reply), "HTTP/1.1 403 Forbidden");
   EXPECT_NE(reply.find("refused by the user while it was held"), std::string::npos) << reply;
   EXPECT_NE(reply.find("Proxy-Status: vibepit; error=http_request_denied"), std::string::npos)
@@ -220,14 +227,7 @@ TEST_F(HoldTest, DrainingAnswersEveryHeldRequest) {
 
 TEST_F(HoldTest, TurningAskOffAnswersHeldRequests) {
   rules({});
-  std::string reply, buf;
-  play([&]() -> asio::awaitable<void> {
-    Local c = connect_client();
-    co_await write(c, "CONNECT svc.test:443 HTTP/1.1\r\n\r\n");
-    co_await until_held(1);
-    pending.set_settings({});
-    reply = co_await response(c, buf);
-  });
+  const auto reply = held_then([&] { pending.set_settings({}); });
   EXPECT_EQ(status_line(reply), "HTTP/1.1 403 Forbidden");
   EXPECT_NE(reply.find("ask mode was turned off"), std::string::npos) << reply;
 }
