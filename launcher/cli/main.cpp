@@ -1,6 +1,7 @@
 // vibepit: the command-line front end. Parses flags and calls the commands.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <string_view>
@@ -312,6 +313,10 @@ int run(int argc, char** argv) {
 
 // What no command expected (memory, a logger): said, and exit 125, never an abort.
 int main(int argc, char** argv) {
+  // A closed pipe on stdout or stderr (vibepit run | tee, a test harness that went away)
+  // is a failed write, not the end of the process: it would otherwise die at its next
+  // message, before removing the session it made. Children start with it at its default.
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {

@@ -38,7 +38,20 @@ Child::Child(const std::vector<std::string>& argv, Output output) {
   args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  const int rc = ::posix_spawnp(&pid_, args[0], &actions, nullptr, args.data(), environ);
+  // Nor our signal dispositions: vibepit blocks the stop signals in its threads (one thread
+  // takes them) and ignores SIGPIPE; a child starts with none blocked and SIGPIPE at its
+  // default, as from a shell.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGWINCH}) sigaddset(&defaults, s);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  const int rc = ::posix_spawnp(&pid_, args[0], &actions, &attr, args.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   if (fds[1] >= 0) ::close(fds[1]);
   if (rc != 0) {

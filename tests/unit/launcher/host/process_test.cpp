@@ -4,8 +4,11 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <string>
 
@@ -31,6 +34,25 @@ TEST(ProcessTest, ChildInheritsNoDescriptorBeyondStandardOnes) {
         << fds;
   EXPECT_NE(fds.find("0\n"), std::string::npos);
   for (const int fd : {pair[0], pair[1], sock, file, plain}) ::close(fd);
+}
+
+TEST(ProcessTest, ChildStartsWithNoSignalBlockedOrIgnoredByUs) {
+  // As vibepit is while it runs: the stop signals blocked, SIGPIPE ignored.
+  sigset_t blocked, old;
+  sigemptyset(&blocked);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&blocked, s);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &blocked, &old), 0);
+  auto old_pipe = std::signal(SIGPIPE, SIG_IGN);
+  int status = -1;
+  const std::string out =
+      run_capture({"grep", "-E", "^Sig(Blk|Ign):", "/proc/self/status"}, status);
+  std::signal(SIGPIPE, old_pipe);
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(out.find("SigBlk:\t0000000000000000"), std::string::npos) << out;
+  // SIGPIPE is bit 13 of SigIgn: 0x1000.
+  const auto ign = std::stoull(out.substr(out.find("SigIgn:") + 8, 16), nullptr, 16);
+  EXPECT_EQ(ign & 0x1000, 0u) << out;
 }
 
 TEST(ProcessTest, CapturesOutputAndStatus) {
