@@ -155,6 +155,30 @@ class MonitorTest(MonitorCase):
         r = self.s.sandbox(curl("http://m2.wild.test/"))
         self.assertEqual(r.stdout.split()[0], "200", r.stdout + r.stderr)
 
+    def test_a_on_a_dns_row_lets_the_next_query_be_answered(self):
+        probe = "getent ahostsv4 d1.wild.test >/dev/null && echo answered || echo refused"
+        self.assertEqual(self.s.sandbox(probe).stdout.strip(), "refused")
+        self.pane.filter("d1.wild")
+        screen = self.pane.wait_for("dns  d1.wild.test")
+        self.assertIn(">dns  d1.wild.test", screen)
+        self.pane.keys("a")
+        self.pane.wait_for("allowed d1.wild.test (generation")
+        self.assertEqual(self.s.sandbox(probe).stdout.strip(), "answered")
+
+    def test_resize_and_no_color(self):
+        for cols, rows in ((120, 40), (60, 12), (80, 24)):
+            self.pane.tmux("resize-window", "-t", "m", "-x", str(cols), "-y", str(rows))
+            lines = h.wait_until(lambda: (lambda ls: len(ls) == rows and ls)(
+                self.pane.screen().rstrip("\n").split("\n")), timeout=10, interval=0.2)
+            self.assertTrue(lines, self.pane.screen())
+            self.assertTrue(lines[-1].startswith("monitor: j/k"), lines)
+            self.assertTrue(all(len(line) <= cols for line in lines), lines)
+        # NO_COLOR (set for every vibepit the tests run): bold and reverse video, no colour.
+        with_escapes = self.pane.tmux("capture-pane", "-p", "-e", "-t", "m").stdout
+        self.assertIn("\x1b[", with_escapes)
+        for sgr in ("[31m", "[32m", "[33m", ";31m", ";32m", ";33m"):
+            self.assertNotIn(sgr, with_escapes)
+
     def test_escape_bytes_are_shown_escaped_and_reach_no_terminal(self):
         before = self.pane.title()
         # A raw CONNECT line and a DNS name, each with an OSC that would set the title and a
