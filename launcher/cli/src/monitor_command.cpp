@@ -37,6 +37,12 @@ using monitor::Model;
 // How long the proxy may not answer before the monitor takes the session as ended.
 constexpr auto kGone = 5s;
 
+std::int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 // What the two feeding threads bring the main thread. Shared with them: the stream's thread
 // may be left waiting for its next line when the user quits.
 struct Inbox {
@@ -44,6 +50,7 @@ struct Inbox {
   std::mutex mu;
   std::deque<std::string> lines;  // decision-stream lines, at most kMaxLines
   std::optional<std::vector<monitor::Pending>> pending;
+  std::int64_t pending_as_of = 0;      // when it was asked for (wall clock, microseconds)
   std::optional<monitor::Status> ask;  // ask settings from /v1/pending
   bool connected = true;
   std::string ended;  // why the session ended, once it has
@@ -93,6 +100,7 @@ void poll_pending(const control::StoredSession& session, const std::shared_ptr<I
   while (!stop.load()) {
     try {
       control::ControlClient client(session, 2s);
+      const auto asked_at = now_us();
       auto r = client.get("/v1/pending");
       auto j = json::parse(r.body, nullptr, false);
       if (r.status == 200 && j.is_object()) {
@@ -109,6 +117,7 @@ void poll_pending(const control::StoredSession& session, const std::shared_ptr<I
         if (health.is_object()) ask.generation = health.value("generation", std::uint64_t{0});
         std::lock_guard lock(in.mu);
         in.pending = std::move(list);
+        in.pending_as_of = asked_at;
         in.ask = ask;
         in.connected = true;
         last_ok = std::chrono::steady_clock::now();
@@ -214,12 +223,6 @@ class Terminal {
   bool color_ = false;
 };
 
-std::int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 control::StoredSession session_for(const Common& c, const MonitorOptions& o) {
   if (o.path.empty()) return select_session(c);
   const char* home = std::getenv("HOME");
@@ -324,7 +327,7 @@ int cmd_monitor(const Common& c, const MonitorOptions& o, std::ostream& out, std
           if (!m.on_line(in.lines.front())) ended = "its proxy stopped";
           in.lines.pop_front();
         }
-        if (in.pending) m.set_pending(*std::exchange(in.pending, std::nullopt));
+        if (in.pending) m.set_pending(*std::exchange(in.pending, std::nullopt), in.pending_as_of);
         if (in.ask) {
           m.status().ask = in.ask->ask;
           m.status().ask_timeout_ms = in.ask->ask_timeout_ms;

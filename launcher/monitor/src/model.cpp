@@ -74,11 +74,21 @@ void Model::forget_oldest() {
 }
 
 void Model::unhold(std::uint64_t id) {
+  ended_.insert(id);
+  if (ended_.size() > kMaxEnded) ended_.erase(ended_.begin());
   auto it = held_by_id_.find(id);
   if (it == held_by_id_.end()) return;
-  auto r = rows_.find(it->second);
+  auto r = rows_.find(it->second.key);
   if (r != rows_.end()) r->second.held.erase(id);
   held_by_id_.erase(it);
+}
+
+void Model::mark_held(std::uint64_t id, const Held& h) {
+  Row& r = row(h.key);
+  if (r.held.empty() || h.since_us < r.held_since_us) r.held_since_us = h.since_us;
+  r.held.insert(id);
+  if (r.last_us == 0) r.last_us = h.since_us;
+  held_by_id_[id] = h;
 }
 
 bool Model::on_line(std::string_view line) {
@@ -106,9 +116,7 @@ bool Model::on_line(std::string_view line) {
   Row& r = row(k);
   if (const auto gen = number(j, "gen"); gen > status_.generation) status_.generation = gen;
   if (event == "held") {
-    if (r.held.empty() || ts < r.held_since_us) r.held_since_us = ts;
-    r.held.insert(id);
-    held_by_id_[id] = k;
+    if (!ended_.count(id)) mark_held(id, {k, ts});
     return true;
   }
   if (!text(j, "hold").empty()) unhold(id);  // the outcome of a held request
@@ -123,17 +131,17 @@ bool Model::on_line(std::string_view line) {
   return true;
 }
 
-void Model::set_pending(const std::vector<Pending>& pending) {
+void Model::set_pending(const std::vector<Pending>& pending, std::int64_t as_of_us) {
+  std::map<std::uint64_t, Held> held;
+  for (const auto& [id, h] : held_by_id_) {
+    if (h.since_us >= as_of_us && as_of_us != 0) held[id] = h;  // newer than the list
+  }
+  for (const auto& p : pending) {
+    if (!ended_.count(p.id)) held[p.id] = {{p.proto, p.host, p.port}, p.since_us};
+  }
   for (auto& [k, r] : rows_) r.held.clear();
   held_by_id_.clear();
-  for (const auto& p : pending) {
-    Key k{p.proto, p.host, p.port};
-    Row& r = row(k);
-    if (r.held.empty() || p.since_us < r.held_since_us) r.held_since_us = p.since_us;
-    r.held.insert(p.id);
-    held_by_id_[p.id] = k;
-    if (r.last_us == 0) r.last_us = p.since_us;
-  }
+  for (const auto& [id, h] : held) mark_held(id, h);
 }
 
 std::vector<const Row*> Model::visible() const {

@@ -111,6 +111,22 @@ TEST(MonitorModel, AnOutcomeEndsTheHoldAndThePendingListIsTheTruth) {
   EXPECT_EQ(m.held_count(), 0u);
 }
 
+TEST(MonitorModel, APendingListOlderThanTheStreamDoesNotUndoIt) {
+  Model m;
+  // Asked for at 10:00:05; meanwhile the stream said 1 ended and 2 was held at 10:00:06.
+  m.on_line(proxy(1, "held", "CONNECT", "one.test", 443, "deny", "2026-12-06T10:00:01.000000Z"));
+  m.on_line(proxy(1, "decision", "CONNECT", "one.test", 443, "deny", "2026-12-06T10:00:04.000000Z",
+                  R"(,"hold":"refused","held_ms":3000)"));
+  m.on_line(proxy(2, "held", "CONNECT", "two.test", 443, "deny", "2026-12-06T10:00:06.000000Z"));
+  const std::int64_t asked = 1'796'551'205'000'000;  // 10:00:05
+  m.set_pending({{1, Proto::connect, "one.test", 443, 1'796'551'201'000'000}}, asked);
+  ASSERT_EQ(m.held_count(), 1u);
+  EXPECT_EQ(m.visible()[0]->key.host, "two.test");
+  // The next list, asked for later, is the truth again: 2 was answered meanwhile.
+  m.set_pending({}, asked + 3'000'000);
+  EXPECT_EQ(m.held_count(), 0u);
+}
+
 TEST(MonitorModel, ABoundedNumberOfRowsAndHeldRowsAreNeverForgotten) {
   Model m;
   m.on_line(proxy(1, "held", "CONNECT", "keep.test", 443, "deny", "2026-12-06T00:00:00.000000Z"));

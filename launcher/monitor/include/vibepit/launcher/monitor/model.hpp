@@ -68,8 +68,10 @@ class Model {
   // ignored). Returns false when the line is the feed's last word ({"end": true}): the
   // session has ended.
   bool on_line(std::string_view line);
-  // The proxy's list of held requests, which replaces what the stream said was held.
-  void set_pending(const std::vector<Pending>& pending);
+  // The proxy's list of held requests as it was at `as_of_us` (when it was asked for),
+  // which replaces what the stream said was held, except for what the stream told since:
+  // a request held after `as_of_us`, or one whose outcome the stream has brought.
+  void set_pending(const std::vector<Pending>& pending, std::int64_t as_of_us = 0);
 
   Status& status() { return status_; }
   const Status& status() const { return status_; }
@@ -106,8 +108,16 @@ class Model {
   void forget_oldest();
   void unhold(std::uint64_t id);
 
+  struct Held {
+    Key key;
+    std::int64_t since_us = 0;
+  };
+  void mark_held(std::uint64_t id, const Held& h);
+
   std::map<Key, Row> rows_;
-  std::map<std::uint64_t, Key> held_by_id_;
+  std::map<std::uint64_t, Held> held_by_id_;
+  std::set<std::uint64_t> ended_;  // ids whose outcome came, the newest kMaxEnded
+  static constexpr std::size_t kMaxEnded = 4096;
   Status status_;
   std::optional<Key> chosen_;  // set once the user moves the selection
   bool show_allowed_ = false;  // the monitor is for what is denied and held
