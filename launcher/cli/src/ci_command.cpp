@@ -82,15 +82,16 @@ std::string signal_name(int sig) {
 }
 
 // The pipeline's own checkout is trusted: .vibepit/network.yaml applies as written, and
-// --policy adds files.
+// --policy adds files. vibepit as root reads them when they are the project owner's too:
+// the checkout is theirs, and so is what vibepit ci wrote there (a learned file).
 NetworkFile ci_rules(const Project& project, const CiOptions& o) {
   std::vector<NamedSource> sources;
-  sources.push_back(
-      {".vibepit/network.yaml", read_network_file(project.root / ".vibepit" / "network.yaml",
-                                                  owner_trusted_by_root(project.root))});
+  const auto owner = owner_trusted_by_root(project.root);
+  sources.push_back({".vibepit/network.yaml",
+                     read_network_file(project.root / ".vibepit" / "network.yaml", owner)});
   for (const auto& p : o.policies) {
     if (!fs::exists(p)) throw std::runtime_error("--policy " + p.string() + ": no such file");
-    sources.push_back({p.string(), read_network_file(p)});
+    sources.push_back({p.string(), read_network_file(p, owner)});
   }
   NetworkFile flags;
   flags.allow_http = o.allow_http;
