@@ -2,8 +2,10 @@
 // sends them. Every framed request is answered by the real ControlApi (rule updater and
 // snapshot store included) with a fake decision feed; invariants are checked with CHECK.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -36,18 +38,39 @@ class Stats : public control::StatsSource {
   std::string prometheus() const override { return "x 1\n"; }
 };
 
+// Ask mode's table: one held request, and the settings, changed as the API asks.
+class Pending : public control::PendingSource {
+ public:
+  control::AskSettings settings{true, 60'000, 64, 1024};
+  control::AskSettings ask() const override { return settings; }
+  control::AskSettings set_ask(std::optional<bool> enabled,
+                               std::optional<std::uint64_t> timeout_ms) override {
+    if (enabled) settings.enabled = *enabled;
+    if (timeout_ms) {
+      CHECK(*timeout_ms >= 1 && *timeout_ms <= 86'400'000);  // the API checked it
+      settings.timeout_ms = *timeout_ms;
+    }
+    return settings;
+  }
+  std::vector<control::PendingView> pending() const override {
+    return {{7, "CONNECT", "a\x1b.test", 443, "172.31.0.3:1", 1, 2, 3}};
+  }
+  bool refuse(std::uint64_t id) override { return id == 7; }
+};
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static Feed feed;
   static Stats stats;
+  static Pending pending;
   policy::SnapshotStore store(nullptr);
   control::RuleUpdater updater(store);
   control::ApiLimits limits;
   limits.max_head = 1024;
   limits.max_body = 4096;
   limits.max_entries = 16;
-  control::ControlApi api(updater, store, feed, stats, limits);
+  control::ControlApi api(updater, store, feed, stats, limits, &pending);
 
   std::string_view buf(reinterpret_cast<const char*>(data), size);
   for (int i = 0; i < 8 && !buf.empty(); ++i) {  // several pipelined requests
