@@ -4,20 +4,6 @@
 
 namespace vibepit::runtime {
 
-const char* to_string(HoldEnd e) {
-  switch (e) {
-    case HoldEnd::none:
-      return "held";
-    case HoldEnd::refused:
-      return "refused";
-    case HoldEnd::ask_off:
-      return "ask_off";
-    case HoldEnd::shutdown:
-      return "shutdown";
-  }
-  return "held";
-}
-
 PendingTable::PendingTable(config::AskConfig settings)
     : settings_(settings), asking_(settings.enabled) {}
 

@@ -37,7 +37,6 @@ enum class HoldEnd : std::uint8_t {
   ask_off,   // ask mode was turned off
   shutdown,  // the proxy is stopping
 };
-const char* to_string(HoldEnd e);  // "held", "refused", "ask_off", "shutdown"
 
 // A held request as the table publishes it.
 struct PendingRequest {
