@@ -312,6 +312,16 @@ Config parse_config(std::string_view json_text) {
       } else {
         throw ConfigError(key, "must be \"auto\" or \"off\", got " + v.dump());
       }
+    } else if (key == "tunnel-tls") {
+      if (v == "check") {
+        cfg.proxy.tunnel_tls = TunnelTls::check;
+      } else if (v == "require") {
+        cfg.proxy.tunnel_tls = TunnelTls::require;
+      } else if (v == "off") {
+        cfg.proxy.tunnel_tls = TunnelTls::off;
+      } else {
+        throw ConfigError(key, "must be \"check\", \"require\" or \"off\", got " + v.dump());
+      }
     } else if (key == "header-timeout-ms") {
       cfg.proxy.header_timeout = duration_ms(v, key);
     } else if (key == "connect-timeout-ms") {

@@ -52,6 +52,14 @@ std::string_view to_string(Reason r) {
       return "rate_limited";
     case Reason::overloaded:
       return "overloaded";
+    case Reason::sni_mismatch:
+      return "sni_mismatch";
+    case Reason::no_sni:
+      return "no_sni";
+    case Reason::not_tls:
+      return "not_tls";
+    case Reason::bad_client_hello:
+      return "bad_client_hello";
   }
   return "unknown";
 }

@@ -26,6 +26,11 @@ constexpr Row kTable[] = {
     {Reason::invalid_target, 400, ProxyError::http_request_error},
     {Reason::rate_limited, 429, ProxyError::http_request_denied},
     {Reason::overloaded, 503, ProxyError::proxy_internal_error},
+    // A tunnel's first bytes are checked after its 200: these close it rather than answer.
+    {Reason::sni_mismatch, 403, ProxyError::http_request_denied},
+    {Reason::no_sni, 403, ProxyError::http_request_denied},
+    {Reason::not_tls, 403, ProxyError::http_request_denied},
+    {Reason::bad_client_hello, 403, ProxyError::http_request_denied},
 };
 
 const Row& row(Reason r) {
@@ -71,6 +76,18 @@ void finish(Outcome& o, std::string_view target, std::string_view host) {
       break;
     case Reason::overloaded:
       o.text = "access to " + t + " refused: the proxy is overloaded; retry later.";
+      break;
+    case Reason::sni_mismatch:
+      o.text = "access to " + t + " refused: the TLS ClientHello names another host.";
+      break;
+    case Reason::no_sni:
+      o.text = "access to " + t + " refused: the TLS ClientHello names no host.";
+      break;
+    case Reason::not_tls:
+      o.text = "access to " + t + " refused: only TLS may be tunnelled.";
+      break;
+    case Reason::bad_client_hello:
+      o.text = "access to " + t + " refused: a malformed TLS ClientHello.";
       break;
     case Reason::allowlisted:
       break;

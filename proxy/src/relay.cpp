@@ -165,9 +165,13 @@ Empty after_short_read(tcp::socket& s) {
 // `other_eof` is shared by the two pumps of one tunnel. The direction that reaches EOF
 // second closes both sockets instead of shutting one down: the close carries the FIN and
 // saves a syscall. Both receive queues are drained by then, so the close sends FIN, not RST.
+//
+// `check`, when not null, sees the bytes first (the client's side of a tunnel under the SNI
+// check): nothing is sent until it passes them, and on its refusal the pump sends its alert
+// back and closes both sides.
 asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, bool use_splice,
                            const std::function<void()>& on_activity, std::uint64_t& counter,
-                           bool& spliced, bool& other_eof, Empty empty) {
+                           bool& spliced, bool& other_eof, Empty empty, TunnelCheck* check) {
   thread_local char scratch[kBufferSize];
   asio::error_code ec;
   auto tok = asio::redirect_error(asio::use_awaitable, ec);
@@ -202,6 +206,32 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, bool use_splice,
     if (n == 0) break;  // EOF
     empty = static_cast<std::size_t>(n) < sizeof scratch ? after_short_read(from) : Empty::no;
     auto len = static_cast<std::size_t>(n);
+    if (check != nullptr) {
+      const auto step = check->offer(std::string_view(scratch, len));
+      if (step == TunnelCheck::Step::more) {
+        on_activity();
+        continue;  // held by the check
+      }
+      if (step == TunnelCheck::Step::refuse) {
+        const auto alert = check->alert();
+        if (!alert.empty()) {
+          (void)::send(from.native_handle(), alert.data(), alert.size(),
+                       MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
+        out = Outcome::failed;
+        break;
+      }
+      if (!check->held().empty()) {
+        co_await asio::async_write(to, asio::buffer(check->held()), tok);
+        if (ec) {
+          out = Outcome::failed;
+          break;
+        }
+        counter += check->held().size();
+      }
+      check->release_held();
+      check = nullptr;
+    }
     std::size_t sent = 0;
     while (sent < len) {
       ssize_t w =
@@ -255,7 +285,8 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, bool use_splice,
 }  // namespace
 
 asio::awaitable<void> relay(tcp::socket& client, tcp::socket& upstream, bool use_splice,
-                            const std::function<void()>& on_activity, RelayStats& stats) {
+                            const std::function<void()>& on_activity, RelayStats& stats,
+                            TunnelCheck* check) {
   asio::error_code ignored;
   // Both sockets have had asynchronous operations, so they are O_NONBLOCK already; this
   // makes sure of it for a socket that has not.
@@ -263,10 +294,10 @@ asio::awaitable<void> relay(tcp::socket& client, tcp::socket& upstream, bool use
   if (!upstream.native_non_blocking()) upstream.native_non_blocking(true, ignored);
   bool spliced_up = false, spliced_down = false, one_eof = false;
   // The client's head was read (a short read, so re-arm); the upstream was never read.
-  co_await both(
-      pump(client, upstream, use_splice, on_activity, stats.up, spliced_up, one_eof, Empty::likely),
-      pump(upstream, client, use_splice, on_activity, stats.down, spliced_down, one_eof,
-           Empty::surely));
+  co_await both(pump(client, upstream, use_splice, on_activity, stats.up, spliced_up, one_eof,
+                     Empty::likely, check),
+                pump(upstream, client, use_splice, on_activity, stats.down, spliced_down, one_eof,
+                     Empty::surely, nullptr));
   stats.spliced = spliced_up || spliced_down;
 }
 

@@ -328,7 +328,11 @@ std::string format_record(const std::string& line, bool color, bool denied_only)
       detail = "waiting for a decision (vibepit monitor)";
     } else {
       detail = str(j, "status");
-      if (!str(j, "addr").empty()) detail += " " + str(j, "addr");
+      if (!str(j, "addr").empty()) detail += (detail.empty() ? "" : " ") + str(j, "addr");
+      // A denial's own words: what the SNI check saw, what an address check blocked.
+      if (!allow && !str(j, "detail").empty()) {
+        detail += (detail.empty() ? "" : ": ") + str(j, "detail");
+      }
       if (!str(j, "hold").empty()) {
         detail += " (held " + str(j, "held_ms") + " ms: " + str(j, "hold") + ")";
       }

@@ -3,7 +3,8 @@
 
 Run inside a namespace:
     fake_upstream.py --addr 198.51.100.10 --addr 2001:db8::10 ... \
-        --http 80,8080,8443 --echo 443 --bulk 9000 --log FILE --ready FILE
+        --http 80,8080,8443 --echo 443 --bulk 9000 --log FILE --ready FILE \
+        [--https 4443 --cert PEM --key PEM]
 
 On every address it listens on every listed port:
 - http: HTTP/1.1 with keep-alive. Every request gets 200 and a JSON body
@@ -21,6 +22,8 @@ On every address it listens on every listed port:
   sends n_down bytes of pattern(seed) while it reads n_up bytes (or until
   EOF when n_up == 2**64-1), then sends a trailer: u64 bytes received +
   sha256 of them (32 bytes). Then it waits for EOF and closes.
+- https: the http server above behind TLS with --cert/--key (ALPN http/1.1). Each
+  handshake adds a line {"kind": "https-handshake", "sni": NAME or null} to the log.
 Every accepted connection is appended to the log file as one JSON line
 {"local": "ip:port", "peer": "ip:port", "kind": ...}; canary instances use it
 to prove that nothing ever dialled a blocked address.
@@ -32,6 +35,7 @@ import json
 import random
 import selectors
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -300,6 +304,26 @@ def handle_bulk(conn, local, peer):
 
 
 HANDLERS = {"http": handle_http, "echo": handle_echo, "bulk": handle_bulk}
+TLS = {}    # "context": the server's ssl.SSLContext, with --https
+
+
+def tls_context(cert, key):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    ctx.set_alpn_protocols(["http/1.1"])
+    names = {}
+
+    def remember(sock, name, _ctx):
+        names[id(sock)] = name
+    ctx.sni_callback = remember
+    return ctx, names
+
+
+def serve_https(conn, local, peer, log):
+    ctx, names = TLS["context"]
+    tls = ctx.wrap_socket(conn, server_side=True)
+    log.write(kind="https-handshake", local=local, peer=peer, sni=names.pop(id(tls), None))
+    handle_http(tls, local, peer)
 
 
 def serve_conn(kind, conn, log):
@@ -307,8 +331,11 @@ def serve_conn(kind, conn, log):
     log.write(kind=kind, local=local, peer=peer)
     conn.settimeout(120)
     try:
-        HANDLERS[kind](conn, local, peer)
-    except (OSError, EOFError):
+        if kind == "https":
+            serve_https(conn, local, peer, log)
+        else:
+            HANDLERS[kind](conn, local, peer)
+    except (OSError, EOFError, ssl.SSLError):
         pass
     finally:
         conn.close()
@@ -324,15 +351,20 @@ def main():
     ap.add_argument("--http", default="")
     ap.add_argument("--echo", default="")
     ap.add_argument("--bulk", default="")
+    ap.add_argument("--https", default="")
+    ap.add_argument("--cert", default="")
+    ap.add_argument("--key", default="")
     ap.add_argument("--log", default="")
     ap.add_argument("--ready", required=True)
     args = ap.parse_args()
 
     log = ConnLog(args.log)
+    if args.https:
+        TLS["context"] = tls_context(args.cert, args.key)
     sel = selectors.DefaultSelector()
     for addr in args.addr:
         family = socket.AF_INET6 if ":" in addr else socket.AF_INET
-        for kind in ("http", "echo", "bulk"):
+        for kind in ("http", "echo", "bulk", "https"):
             for port in parse_ports(getattr(args, kind)):
                 s = socket.socket(family, socket.SOCK_STREAM)
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

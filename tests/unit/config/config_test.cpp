@@ -17,6 +17,7 @@ TEST(Config, MinimalConfigGetsDefaults) {
   EXPECT_EQ(cfg.proxy.max_request_head, 16u * 1024);
   EXPECT_EQ(cfg.proxy.header_timeout, std::chrono::seconds(10));
   EXPECT_EQ(cfg.proxy.splice, SpliceMode::automatic);
+  EXPECT_EQ(cfg.proxy.tunnel_tls, TunnelTls::check);
   EXPECT_TRUE(cfg.rules.allow_http.empty());  // default deny
   EXPECT_EQ(cfg.rules.mode, policy::Mode::enforce);
 }
@@ -48,7 +49,7 @@ TEST(Config, FullConfig) {
     "allow-http": ["example.com:443", "*.example.org:8*"],
     "allow-dns": ["example.com"],
     "block-cidr": ["198.51.100.0/24"],
-    "decision-log": "/tmp/x.ndjson", "threads": 3, "splice": "off",
+    "decision-log": "/tmp/x.ndjson", "threads": 3, "splice": "off", "tunnel-tls": "require",
     "header-timeout-ms": 500, "connect-timeout-ms": 600, "idle-timeout-ms": 700,
     "resolve-timeout-ms": 800, "drain-timeout-ms": 900, "max-request-head": 2048,
     "max-response-head": 4096, "max-connections": 50, "decision-ring": 10})");
@@ -58,6 +59,7 @@ TEST(Config, FullConfig) {
   EXPECT_EQ(cfg.rules.block_cidr[0], "198.51.100.0/24");
   EXPECT_EQ(cfg.proxy.threads, 3u);
   EXPECT_EQ(cfg.proxy.splice, SpliceMode::off);
+  EXPECT_EQ(cfg.proxy.tunnel_tls, TunnelTls::require);
   EXPECT_EQ(cfg.proxy.connect_timeout.count(), 600);
   EXPECT_EQ(cfg.proxy.max_connections, 50u);
   EXPECT_EQ(cfg.log.path, "/tmp/x.ndjson");
@@ -178,6 +180,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"{" BASE R"(, "max-request-head": 100})", "max-request-head", "out of range"},
         BadConfig{"{" BASE R"(, "threads": "many"})", "threads", "\"many\""},
         BadConfig{"{" BASE R"(, "splice": "always"})", "splice", "\"always\""},
+        BadConfig{"{" BASE R"(, "tunnel-tls": "strict"})", "tunnel-tls", "\"strict\""},
+        BadConfig{"{" BASE R"(, "tunnel-tls": true})", "tunnel-tls", "true"},
         BadConfig{"{" BASE R"(, "mode": "learn"})", "mode", "\"enforce\" or \"audit\""},
         BadConfig{"{" BASE R"(, "mode": true})", "mode", "\"enforce\" or \"audit\""},
         BadConfig{"{" BASE R"(, "decision-log": ""})", "decision-log", "file path"},

@@ -14,8 +14,10 @@ using policy::Verdict;
 // The refusal table is total: every reason a denial can carry has a 4xx/5xx status, an
 // error type and a text that names the target; only not_allowlisted suggests a rule.
 TEST(OutcomeTest, EveryReasonHasAStatusErrorAndText) {
-  for (Reason r : {Reason::not_allowlisted, Reason::blocked_address, Reason::resolve_failed,
-                   Reason::invalid_target, Reason::rate_limited, Reason::overloaded}) {
+  for (Reason r :
+       {Reason::not_allowlisted, Reason::blocked_address, Reason::resolve_failed,
+        Reason::invalid_target, Reason::rate_limited, Reason::overloaded, Reason::sni_mismatch,
+        Reason::no_sni, Reason::not_tls, Reason::bad_client_hello}) {
     Decision d;
     d.verdict = Verdict::deny;
     d.reason = r;

@@ -33,6 +33,10 @@ Endpoint parse_endpoint(std::string_view text, std::uint16_t default_port = 0);
 
 enum class SpliceMode { off, automatic };
 
+// The SNI check on CONNECT tunnels (docs/config.md "tunnel-tls"). check: a ClientHello must
+// name the CONNECT host; require: also, the first bytes must be a ClientHello with a name.
+enum class TunnelTls { off, check, require };
+
 // The DNS server's settings (keys dns-*). The server runs only when `listen` is not empty.
 struct DnsConfig {
   std::vector<Endpoint> listen;
@@ -79,6 +83,7 @@ struct ProxyConfig {
   std::vector<Endpoint> upstream_dns;  // the resolver's servers (see Config::set_upstream_dns)
   unsigned threads = 0;                // 0 = one per core; the DNS server runs on them too
   SpliceMode splice = SpliceMode::automatic;
+  TunnelTls tunnel_tls = TunnelTls::check;
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds connect_timeout{5'000};
   std::chrono::milliseconds idle_timeout{300'000};

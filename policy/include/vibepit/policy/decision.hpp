@@ -19,6 +19,12 @@ enum class Reason {
   invalid_target,   // the target could not be parsed
   rate_limited,     // the client is over its query rate (DNS)
   overloaded,       // too many upstream queries in flight (DNS): failed fast
+  // A CONNECT tunnel's first client bytes (the SNI check, config key tunnel-tls). Each one
+  // stands in every mode: no rule can allow it.
+  sni_mismatch,      // the TLS ClientHello names another host than the CONNECT
+  no_sni,            // tunnel-tls "require": a ClientHello that names no host
+  not_tls,           // tunnel-tls "require": the first bytes are no TLS ClientHello
+  bad_client_hello,  // a TLS ClientHello that is malformed or past the reader's bounds
 };
 
 std::string_view to_string(Verdict v);

@@ -9,6 +9,8 @@
 #include <asio/awaitable.hpp>
 #include <asio/ip/tcp.hpp>
 
+#include "vibepit/proxy/tunnel_check.hpp"
+
 namespace vibepit::proxy {
 
 struct RelayStats {
@@ -21,8 +23,13 @@ struct RelayStats {
 // from (as after Worker's connect): its pump's first wait is for the next edge. `on_activity` is
 // called whenever bytes move (the caller's idle deadline). Neither socket needs a buffer while the
 // tunnel is idle: pumps wait for readiness first.
+//
+// `check`, when given and still pending, judges the client's first bytes (the SNI check):
+// until it passes them nothing reaches `upstream`, while `upstream`'s bytes reach the client
+// (a server that speaks first is served). On its refusal, the relay ends with both sockets
+// closed and no byte sent upstream.
 asio::awaitable<void> relay(asio::ip::tcp::socket& client, asio::ip::tcp::socket& upstream,
                             bool use_splice, const std::function<void()>& on_activity,
-                            RelayStats& stats);
+                            RelayStats& stats, TunnelCheck* check = nullptr);
 
 }  // namespace vibepit::proxy
