@@ -1,6 +1,8 @@
 // `connect-rate`: short tunnels. Each of C slots loops: connect, CONNECT, wait for the 200,
 // optionally one byte through an echo server and back (--turns times: an interactive
 // tunnel, such as a TLS handshake and a request, is a series of short turns), close.
+// --payload hello makes the first turn a TLS ClientHello for the target's host, as a
+// browser or curl sends it (517 bytes), which the proxy's SNI check reads.
 // Latency per tunnel. With
 // --pipeline the byte goes with the CONNECT, so that the client waits once, as a relay's
 // client does: the latency is then the proxy's work, without the protocol's extra turn.
@@ -45,6 +47,7 @@ struct Shared {
   Clock::duration timeout;
   std::uint64_t max = 0;
   bool echo = true;
+  std::string first;  // --payload hello: the first turn's bytes (else one byte)
   bool linger0 = false;
   bool pipeline = false;  // the echo byte goes with the CONNECT (through a proxy)
   unsigned turns = 1;     // echo round trips per tunnel
@@ -53,6 +56,43 @@ struct Shared {
   bool keep_each = false;
   std::atomic<std::uint64_t> issued{0};
 };
+
+// A TLS 1.3 ClientHello for `host` in one record, laid out as curl's and browsers' are:
+// SNI, groups, ALPN, signature algorithms, versions, an X25519 key share, padded to 512
+// bytes of message (517 on the wire). The bytes other than the name are fixed: the proxy
+// reads only the structure and the name.
+std::string client_hello(std::string_view host) {
+  auto u16 = [](std::size_t v) { return std::string{char(v >> 8), char(v & 0xff)}; };
+  auto ext = [&](unsigned type, const std::string& data) {
+    return u16(type) + u16(data.size()) + data;
+  };
+  std::string suites;
+  for (unsigned s : {0x1302u, 0x1303u, 0x1301u, 0xc02cu, 0xc030u, 0x009fu, 0xcca9u, 0xcca8u,
+                     0xccaau, 0xc02bu, 0xc02fu, 0x009eu, 0xc024u, 0xc028u, 0x006bu, 0xc023u})
+    suites += u16(s);
+  std::string sigalgs;
+  for (unsigned a : {0x0403u, 0x0503u, 0x0603u, 0x0807u, 0x0808u, 0x0804u, 0x0805u, 0x0806u,
+                     0x0401u, 0x0501u, 0x0601u})
+    sigalgs += u16(a);
+  const std::string name(host);
+  std::string exts = ext(0, u16(name.size() + 3) + std::string(1, '\0') + u16(name.size()) + name) +
+                     ext(0x0b, std::string("\x03\x00\x01\x02", 4)) +
+                     ext(0x0a, u16(6) + u16(0x001d) + u16(0x0017) + u16(0x0018)) + ext(0x23, "") +
+                     ext(0x10, u16(12) + "\x02h2\x08http/1.1") + ext(0x16, "") + ext(0x17, "") +
+                     ext(0x0d, u16(sigalgs.size()) + sigalgs) +
+                     ext(0x2b, std::string("\x04\x03\x04\x03\x03", 5)) +
+                     ext(0x2d, std::string("\x01\x01", 2)) +
+                     ext(0x33, u16(36) + u16(0x001d) + u16(32) + std::string(32, '\x42'));
+  std::string body = std::string("\x03\x03", 2) + std::string(32, '\x5a') + '\x20' +
+                     std::string(32, '\x33') + u16(suites.size()) + suites +
+                     std::string("\x01\x00", 2);
+  // Padding (RFC 7685) brings the message to 512 bytes; its own header is 4.
+  const std::size_t unpadded = 4 + body.size() + 2 + exts.size();
+  if (unpadded + 4 < 512) exts += ext(0x15, std::string(512 - unpadded - 4, '\0'));
+  body += u16(exts.size()) + exts;
+  const std::string message = std::string(1, '\x01') + '\0' + u16(body.size()) + body;
+  return std::string("\x16\x03\x01", 3) + u16(message.size()) + message;
+}
 
 std::uint32_t to_us(Clock::duration d) {
   return static_cast<std::uint32_t>(
@@ -101,6 +141,14 @@ asio::awaitable<void> slot(Worker& w, Lane& lane, Shared& sh) {
       c.arm(t1, sh.timeout);
       for (unsigned turn = 0; turn < sh.turns && !ec && echoed; ++turn) {
         const bool first = turn == 0;
+        if (first && !sh.first.empty()) {  // a ClientHello, echoed whole
+          co_await asio::async_write(c.socket(), asio::buffer(sh.first), with_ec(ec));
+          if (!ec) {
+            co_await asio::async_read(c.socket(), asio::buffer(buf, sh.first.size()), with_ec(ec));
+          }
+          echoed = std::string_view(buf, sh.first.size()) == sh.first;
+          continue;
+        }
         if (!(first && early)) {
           buf[0] = 'x';
           co_await asio::async_write(c.socket(), asio::buffer(buf, 1), with_ec(ec));
@@ -152,7 +200,11 @@ ModeResult run_rate(const RateOptions& o) {
   auto proxy = parse_proxy(o.client.proxy);
   sh.route = make_route(proxy, parse_host_port(o.target));
   sh.max = o.max;
-  sh.echo = o.payload == "echo";
+  sh.echo = o.payload != "none";
+  if (o.payload == "hello") {
+    if (o.pipeline) throw ConfigError("--payload hello goes after the 200: not with --pipeline");
+    sh.first = client_hello(parse_host_port(o.target).host);
+  }
   sh.linger0 = o.linger0;
   sh.pipeline = o.pipeline;
   sh.turns = o.turns;
@@ -232,9 +284,10 @@ void add_connect_rate(CLI::App& app, Runner& runner) {
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{100'000'000}))
       ->capture_default_str();
   cmd->add_option("--payload", o->payload,
-                  "echo: 1 byte round trip through the tunnel; none: stop at the 200 "
-                  "(direct: at the TCP connect)")
-      ->check(CLI::IsMember({"echo", "none"}))
+                  "echo: 1 byte round trip through the tunnel; hello: a TLS ClientHello "
+                  "for the target's host (517 bytes) as the first round trip; none: stop at "
+                  "the 200 (direct: at the TCP connect)")
+      ->check(CLI::IsMember({"echo", "hello", "none"}))
       ->capture_default_str();
   cmd->add_option("--turns", o->turns,
                   "echo: round trips of one byte per tunnel, each a short read for the proxy "

@@ -10,7 +10,9 @@ pairs is the verdict, and the spread of the pair ratios says how far to trust it
     python3 -m bench.suites.ab --base /var/tmp/base/build/bin [--head build/bin] [--pairs 8]
 
 Workloads (as in bench/suites/compare.py and bench/suites/dns.py): CONNECT bulk, CONNECT set-up
-(at saturation, and at 2 000 tunnels/s offered: setup-fixed, which also compares the p99),
+(at saturation, and at 2 000 tunnels/s offered: setup-fixed, which also compares the p99;
+setup-tls: at saturation, the first round trip a 517-byte TLS ClientHello for the tunnel's
+host, which the SNI check reads),
 interactive tunnels (set-up and 20 one-byte round trips each, at saturation),
 keep-alive HTTP, DNS denied, cache-hit and cache-miss (at saturation, and at 10 000
 queries/s offered: dns-miss-fixed, which also compares the p99). For each: the rate and the
@@ -71,13 +73,15 @@ def proxy_run(topo, col, workload, duration):
         args = ["connect-throughput", "--target", col.target("source"), "--streams", "4",
                 "--direction", "down"]
         rate_key, units = "gbit_per_s", lambda r: r["bytes"] / 1e9
-    elif workload in ("setup", "setup-fixed", "interactive"):
+    elif workload in ("setup", "setup-fixed", "setup-tls", "interactive"):
         args = ["connect-rate", "--target", col.target("echo"), "--concurrency", "32",
                 "--max", "2000000", "--linger0"]
         if workload == "setup-fixed":
             args += ["--rate", str(FIXED_TUNNELS)]  # below saturation: no batching to hide behind
         if workload == "interactive":
             args += ["--turns", str(INTERACTIVE_TURNS)]
+        if workload == "setup-tls":
+            args += ["--payload", "hello"]
         rate_key, units = "tunnels_per_s", lambda r: r["tunnels"] / 1e3
     else:
         args = ["http-rps", "--url", "http://%s/" % col.target("http"), "--connections", "32",
@@ -105,13 +109,14 @@ def dns_run(topo, pid, which, path, duration, fixed=False):
     return r["qps"], r["cpu_per_1k"] + (r["softirq_per_1k"] or 0.0)
 
 
-WORKLOADS = ["bulk", "setup", "setup-fixed", "interactive", "http", "dns-denied", "dns-cached",
+WORKLOADS = ["bulk", "setup", "setup-fixed", "setup-tls", "interactive", "http", "dns-denied", "dns-cached",
              "dns-miss", "dns-miss-fixed"]
 FIXED_TUNNELS = 2000  # tunnels/s offered by setup-fixed, as in bench/suites/compare.py's fixed load
 FIXED_QUERIES = 10000  # queries/s offered by dns-miss-fixed, as in bench/suites/dns.py
 INTERACTIVE_TURNS = 20  # round trips per tunnel in the interactive workload
 UNITS = {"bulk": ("Gbit/s", "CPU-s per GB"), "setup": ("tunnels/s", "CPU-s per 1 000 tunnels"),
          "setup-fixed": ("tunnels/s", "CPU-s per 1 000 tunnels"),
+         "setup-tls": ("tunnels/s", "CPU-s per 1 000 tunnels"),
          "interactive": ("tunnels/s", "CPU-s per 1 000 tunnels"),
          "http": ("requests/s", "CPU-s per 1 000 requests")}
 

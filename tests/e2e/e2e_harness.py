@@ -23,6 +23,7 @@ import time
 from tests.e2e.engines import (ENGINE, ROOTLESS, SOCKET, SOCKETS, TEST_UID,  # noqa: F401
                                VIBEPIT_AS_ROOT, WORKDIR, docker_api, docker_ready, engine_env,
                                limits_enforced)
+from tests.integration.harness.control import TestCa
 from tests.integration.harness.tools import need
 from tests.integration.harness.wait import LIVENESS_S, wait_until  # noqa: F401 (for the tests)
 
@@ -30,6 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 
 FAKES = os.path.join(REPO, "tests", "integration", "harness")
+TLS_PORT = 4443  # the fake internet's HTTPS (FakeInternet.tls_ca signed its certificate)
 SUBNET, GATEWAY = "198.51.100.0/24", "198.51.100.1"
 DNS_ADDR = "198.51.100.53"
 UPSTREAMS = ["198.51.100.10", "198.51.100.11", "198.51.100.12", "198.51.100.13"]
@@ -147,9 +149,15 @@ class FakeInternet:
         ready = os.path.join(self.tmp, "upstream.ready")
         self._popen([sys.executable, os.path.join(FAKES, "fake_dns.py"), "--listen", self.dns_addr,
                      "--port", "53", "--stats", stats], "fake_dns")
+        # HTTPS on TLS_PORT with a certificate for allowed.test and forbidden.test (a CDN's
+        # two sites behind one address), from a CA of the module's own: tls_ca.
+        ca = TestCa(os.path.join(self.tmp, "tls"))
+        cert, key = ca.issue("upstream", "serverAuth", san="DNS:allowed.test,DNS:forbidden.test")
+        self.tls_ca = ca.cert
         argv = [sys.executable, os.path.join(FAKES, "fake_upstream.py"), "--ready", ready,
                 "--log", os.path.join(self.tmp, "upstream-conns.ndjson"),
-                "--http", "80,8080", "--echo", "443,8443"]
+                "--http", "80,8080", "--echo", "443,8443",
+                "--https", str(TLS_PORT), "--cert", cert, "--key", key]
         for a in self.upstreams:
             argv += ["--addr", a]
         self._popen(argv, "fake_upstream")

@@ -4,6 +4,7 @@ group), so file ownership in the project is checked as a user would see it."""
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -15,8 +16,8 @@ from tests.integration.harness import fake_dns
 
 INTERNET = h.ModuleInternet()
 setUpModule, tearDownModule = INTERNET.start, INTERNET.close
-RULES = ["-a", "allowed.test:80", "-a", "rebind-private.test:80", "--allow-dns", "allowed.test",
-         "--upstream-dns", h.DNS_ADDR]
+RULES = ["-a", "allowed.test:80", "-a", "allowed.test:%d" % h.TLS_PORT, "-a", "rebind-private.test:80",
+         "--allow-dns", "allowed.test", "--upstream-dns", h.DNS_ADDR]
 
 
 def query_bytes(name, qtype=1):
@@ -263,6 +264,38 @@ class SessionTest(unittest.TestCase):
         # The same records are in the session's decision log on the host.
         with open(os.path.join(self.session_dir, "log", "decisions.ndjson")) as f:
             self.assertIn('"host":"other.test"', f.read())
+
+    def test_tls_naming_another_host_than_the_connect_is_refused(self):
+        """Domain fronting from the sandbox: CONNECT allowed.test, then a ClientHello for
+        forbidden.test (which the same upstream would serve) is refused with a TLS alert and
+        a deny record naming both; the same client naming allowed.test gets through."""
+        ca = os.path.join(self.ws.project, "tls-ca.pem")
+        shutil.copy(INTERNET.tls_ca, ca)
+        os.chmod(ca, 0o644)
+        self.addCleanup(os.unlink, ca)
+        s_client = ('p=${HTTPS_PROXY#http://}; printf "GET /tls HTTP/1.1\\r\\nHost: allowed.test\\r\\n'
+                    'Connection: close\\r\\n\\r\\n" | openssl s_client -proxy "${p%%/}" '
+                    '-connect allowed.test:%d -CAfile tls-ca.pem -verify_return_error -quiet '
+                    '-servername %s 2>&1; echo "rc=$?"')
+        r = self.in_sandbox(s_client % (h.TLS_PORT, "forbidden.test"))
+        self.assertIn("alert access denied", r.stdout)
+        self.assertNotIn("rc=0", r.stdout)
+        r = self.in_sandbox(s_client % (h.TLS_PORT, "allowed.test"))
+        self.assertIn("HTTP/1.1 200", r.stdout)
+        r = self.in_sandbox("curl -sS -o /dev/null -w '%%{http_code}' --cacert tls-ca.pem https://allowed.test:%d/"
+                            % h.TLS_PORT)
+        self.assertEqual(r.stdout.strip(), "200", r.stderr)
+
+        r = self.ws.vibepit(INTERNET, ["logs", "--json", "-n", "500"])
+        records = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+        denied = [x for x in records if x.get("reason") == "sni_mismatch" and x.get("event") == "decision"]
+        self.assertTrue(denied, r.stdout[-2000:])
+        self.assertEqual((denied[-1]["host"], denied[-1]["port"], denied[-1]["verdict"]),
+                         ("allowed.test", h.TLS_PORT, "deny"))
+        self.assertIn('"forbidden.test"', denied[-1]["detail"])
+        r = self.ws.vibepit(INTERNET, ["logs", "--denied", "-n", "500"])
+        line = [x for x in r.stdout.splitlines() if "sni_mismatch" in x]
+        self.assertTrue(line and "forbidden.test" in line[-1], r.stdout[-2000:])
 
     def test_status_and_sessions(self):
         r = self.ws.vibepit(INTERNET, ["status", "--json"])
