@@ -2,6 +2,8 @@
 // that forms a resolver would read as an address ("127.1") never reach the name rules.
 #include "vibepit/policy/decision.hpp"
 
+#include <optional>
+
 #include "vibepit/policy/name.hpp"
 
 namespace vibepit::policy {
@@ -72,8 +74,18 @@ Decision apply_mode(Decision d, Mode mode) {
   return d;
 }
 
-Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& snap) {
-  if (host.empty() || port == 0) return deny(Reason::invalid_target);
+namespace {
+
+// The form of `host` the HTTP rules are keyed by (canonical IP text, or the matchable name,
+// which may live in `storage`), or the denial that comes first: an invalid target, or a
+// literal in a blocked range.
+std::optional<std::string_view> http_key(std::string_view host, std::uint16_t port,
+                                         const Snapshot& snap, std::string& storage,
+                                         Decision& refused) {
+  if (host.empty() || port == 0) {
+    refused = deny(Reason::invalid_target);
+    return std::nullopt;
+  }
   std::string_view literal = host;
   if (literal.size() >= 2 && literal.front() == '[' && literal.back() == ']') {
     literal = literal.substr(1, literal.size() - 2);  // tolerate "[2001:db8::1]"
@@ -81,16 +93,56 @@ Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& 
   if (auto ip = IpAddr::parse(literal)) {
     Classification c = snap.classifier.classify(*ip);
     if (c.blocked) {
-      Decision d = deny(Reason::blocked_address);
-      d.range = std::move(c.range);
-      return d;
+      refused = deny(Reason::blocked_address);
+      refused.range = std::move(c.range);
+      return std::nullopt;
     }
-    return apply_mode(from_match(snap.http.match(ip->to_string(), port)), snap.rules.mode);
+    storage = ip->to_string();
+    return std::string_view(storage);
   }
-  std::string storage;
   const auto name = matchable_name(host, storage);
-  if (!name) return deny(Reason::invalid_target);
-  return apply_mode(from_match(snap.http.match(*name, port)), snap.rules.mode);
+  if (!name) refused = deny(Reason::invalid_target);
+  return name;
+}
+
+// host:port against the rules: a plain rule allows it whole; rules with methods and a path
+// allow it as far as its requests go (per_request), and make it inspected either way.
+Decision match_http(std::string_view key, std::uint16_t port, const Snapshot& snap) {
+  const HttpRule* plain = snap.http.match(key, port);
+  const HttpRule* inspecting = snap.http.inspection_rule(key, port);
+  Decision d = from_match(plain != nullptr ? plain : inspecting);
+  d.inspect = inspecting != nullptr;
+  d.per_request = plain == nullptr && inspecting != nullptr;
+  return d;
+}
+
+}  // namespace
+
+Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& snap) {
+  std::string storage;
+  Decision refused;
+  const auto key = http_key(host, port, snap, storage, refused);
+  if (!key) return refused;
+  return apply_mode(match_http(*key, port, snap), snap.rules.mode);
+}
+
+Decision decide_request(std::string_view host, std::uint16_t port, std::string_view method,
+                        std::string_view path, const Snapshot& snap) {
+  std::string storage;
+  Decision refused;
+  const auto key = http_key(host, port, snap, storage, refused);
+  if (!key) return refused;
+  Decision d = match_http(*key, port, snap);
+  if (d.per_request) {
+    if (const HttpRule* r = snap.http.match_request(*key, port, method, path)) {
+      d.rule = r->text;
+    } else {
+      d.verdict = Verdict::deny;
+      d.reason = Reason::not_allowlisted;
+      d.rule = {};
+    }
+  }
+  return apply_mode(d, snap.rules.mode);
 }
 
 Decision decide_dns(std::string_view qname, const Snapshot& snap) {

@@ -75,55 +75,85 @@ std::string HttpMatcher::key_of(const HttpRule& rule) {
 }
 
 bool HttpMatcher::contains(const HttpRule& rule) const {
-  const auto* globs = (in_suffixes(rule) ? suffix_ : exact_).find(key_of(rule));
-  if (globs == nullptr) return false;
-  for (const auto& e : *globs) {
-    if (e.rule.port_glob == rule.port_glob) return true;
+  const Rules& r = rules_for(rule);
+  const auto* list = (in_suffixes(rule) ? r.suffix : r.exact).find(key_of(rule));
+  if (list == nullptr) return false;
+  for (const auto& e : *list) {
+    if (e.rule.text == rule.text) return true;  // the canonical text is the whole rule
   }
   return false;
 }
 
 void HttpMatcher::reserve_for(const std::vector<HttpRule>& rules) {
-  // Keys, not rules: several port globs of one name share a key, so this may overshoot.
-  const auto wild =
-      static_cast<std::size_t>(std::count_if(rules.begin(), rules.end(), in_suffixes));
-  exact_.reserve(rules.size() - wild);
-  suffix_.reserve(wild);
+  // Keys, not rules: several rules of one name share a key, so this may overshoot.
+  std::size_t wild = 0, wild_requests = 0, requests = 0;
+  for (const auto& r : rules) {
+    wild += in_suffixes(r) && !r.request ? 1 : 0;
+    wild_requests += in_suffixes(r) && r.request ? 1 : 0;
+    requests += r.request ? 1 : 0;
+  }
+  plain_.exact.reserve(rules.size() - requests - wild);
+  plain_.suffix.reserve(wild);
+  if (requests > 0) {
+    requests_.exact.reserve(requests - wild_requests);
+    requests_.suffix.reserve(wild_requests);
+  }
 }
 
 bool HttpMatcher::add(HttpRule rule) {
   if (contains(rule)) return false;  // probed first: a duplicate leaves every shard shared
+  Rules& r = rules_for(rule);
   std::string key = key_of(rule);
   const bool wildcard = in_suffixes(rule);
-  if (wildcard) widen(window_, key);
+  if (wildcard) widen(r.window, key);
   bool inserted = false;
-  auto& globs = (wildcard ? suffix_ : exact_).get_or_insert(std::move(key), inserted);
-  globs.push_back(Entry{std::move(rule), count_});
-  ++count_;
+  auto& list = (wildcard ? r.suffix : r.exact).get_or_insert(std::move(key), inserted);
+  list.push_back(Entry{std::move(rule), seq_++});
+  ++r.count;
   return true;
 }
 
-const HttpRule* HttpMatcher::match(std::string_view host, std::uint16_t port) const {
-  // An exact name beats any wildcard; within one name the globs are in insertion order.
-  if (const auto* globs = exact_.find(host)) {
-    for (const auto& e : *globs) {
-      if (port_glob_matches(e.rule.port_glob, port)) return &e.rule;
+template <class Pred>
+const HttpRule* HttpMatcher::Rules::first(std::string_view host, Pred&& pred) const {
+  // An exact name beats any wildcard; within one name the rules are in insertion order.
+  if (const auto* list = exact.find(host)) {
+    for (const auto& e : *list) {
+      if (pred(e.rule)) return &e.rule;
     }
   }
-  if (suffix_.empty()) return nullptr;
+  if (suffix.empty()) return nullptr;
   const Entry* best = nullptr;
-  for_each_suffix(host, window_, [&](std::string_view suffix) {
-    const auto* globs = suffix_.find(suffix);
-    if (globs == nullptr) return;
-    for (const auto& e : *globs) {
+  for_each_suffix(host, window, [&](std::string_view s) {
+    const auto* list = suffix.find(s);
+    if (list == nullptr) return;
+    for (const auto& e : *list) {
       if (best != nullptr && e.seq >= best->seq) break;
-      if (port_glob_matches(e.rule.port_glob, port)) {
+      if (pred(e.rule)) {
         best = &e;
         break;
       }
     }
   });
   return best == nullptr ? nullptr : &best->rule;
+}
+
+const HttpRule* HttpMatcher::match(std::string_view host, std::uint16_t port) const {
+  return plain_.first(host,
+                      [&](const HttpRule& r) { return port_glob_matches(r.port_glob, port); });
+}
+
+const HttpRule* HttpMatcher::inspection_rule(std::string_view host, std::uint16_t port) const {
+  if (requests_.empty()) return nullptr;
+  return requests_.first(host,
+                         [&](const HttpRule& r) { return port_glob_matches(r.port_glob, port); });
+}
+
+const HttpRule* HttpMatcher::match_request(std::string_view host, std::uint16_t port,
+                                           std::string_view method, std::string_view path) const {
+  if (requests_.empty()) return nullptr;
+  return requests_.first(host, [&](const HttpRule& r) {
+    return port_glob_matches(r.port_glob, port) && r.request->matches(method, path);
+  });
 }
 
 }  // namespace vibepit::policy

@@ -180,10 +180,29 @@ std::variant<DnsRule, RuleError> parse_dns_rule(std::string_view entry) {
   return rule;
 }
 
-std::variant<HttpRule, RuleError> parse_http_rule(std::string_view entry) {
+constexpr const char* kSpaces =
+    "whitespace is not allowed (but for the single spaces of DOMAIN:PORT METHODS PATH)";
+
+std::variant<HttpRule, RuleError> parse_http_rule(std::string_view whole) {
   auto fail = [&](std::string what) {
-    return RuleError{"allow-http", std::string(entry), std::move(what)};
+    return RuleError{"allow-http", std::string(whole), std::move(what)};
   };
+  // DOMAIN:PORT, or DOMAIN:PORT METHODS PATH: one space between the parts, no other blank.
+  std::string_view entry = whole, methods, path;
+  if (const auto sp = whole.find(' '); sp != std::string_view::npos && sp > 0) {
+    entry = whole.substr(0, sp);
+    const auto rest = whole.substr(sp + 1);
+    const auto sp2 = rest.find(' ');
+    if (sp2 == std::string_view::npos || rest.find(' ', sp2 + 1) != std::string_view::npos ||
+        sp2 == 0 || sp2 + 1 == rest.size()) {
+      return fail(kSpaces);
+    }
+    methods = rest.substr(0, sp2);
+    path = rest.substr(sp2 + 1);
+    for (char c : rest) {
+      if (is_space(c) && c != ' ') return fail(kSpaces);
+    }
+  }
   if (auto e = check_entry(entry); !e.empty()) return fail(std::move(e));
   HttpRule rule;
   std::string_view port;
@@ -228,6 +247,13 @@ std::variant<HttpRule, RuleError> parse_http_rule(std::string_view entry) {
   }
   rule.text += ':';
   rule.text += rule.port_glob;
+  if (!path.empty()) {
+    auto r = parse_request_rule(methods, path);
+    if (auto* e = std::get_if<std::string>(&r)) return fail(std::move(*e));
+    rule.request = std::move(std::get<RequestRule>(r));
+    rule.text += ' ';
+    rule.text += rule.request->text;
+  }
   return rule;
 }
 

@@ -135,7 +135,7 @@ std::shared_ptr<runtime::PendingTable::Entry> Session::enter_hold(
   return entry;
 }
 
-asio::awaitable<Session::Held> Session::hold(const http::Authority& target,
+asio::awaitable<Session::Held> Session::hold(const http::Authority& target, RequestLine* req,
                                              decision_log::DecisionRecord& rec,
                                              std::shared_ptr<const policy::Snapshot>& snap,
                                              policy::Decision& d, Outcome& o) {
@@ -182,7 +182,7 @@ asio::awaitable<Session::Held> Session::hold(const http::Authority& target,
     }
     if (auto now_snap = w_.snapshot(); now_snap->generation != seen) {
       seen = now_snap->generation;
-      auto again = policy::decide_http(target.host, target.port, *now_snap);
+      auto again = decide(target, req, *now_snap, nullptr);
       if (again.verdict == policy::Verdict::allow ||
           again.reason != policy::Reason::not_allowlisted) {
         snap = std::move(now_snap);

@@ -294,8 +294,11 @@ asio::awaitable<bool> forward_http(Session& s, const http::RequestHead& head,
   http::append_request_head(upstream_head, head, target.path, auth, req.expect_continue);
   s.client_bytes().consume(head.head_size);  // `head` views are invalid from here on
 
-  auto rec = s.new_record(method, auth.host, auth.port);
-  auto dial = co_await s.decide_and_dial(auth, rec, true);
+  auto& rec = s.record();
+  rec = s.new_record(method, auth.host, auth.port);
+  s.request_line().method = method;
+  s.request_line().target = target.path;
+  auto dial = co_await s.decide_and_dial(auth, rec, true, true);
   s.mark_decided(rec);
   if (s.closed()) co_return false;
   if (!dial.ok) {
@@ -305,6 +308,9 @@ asio::awaitable<bool> forward_http(Session& s, const http::RequestHead& head,
     co_await s.refuse(dial.status, dial.error, std::move(dial.message), close);
     co_return !close && !s.closed();
   }
+  // Where method/path rules matched the normalised path, that is the path that goes
+  // upstream, so that the server reads what the rules read.
+  s.apply_normal_path(upstream_head);
   const bool keep_client = co_await exchange(s, method, upstream_head, req, rec);
   s.emit(std::move(rec));
   co_return keep_client && !s.closed() && !s.draining();

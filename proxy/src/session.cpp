@@ -214,12 +214,12 @@ asio::awaitable<void> Session::run() {
       break;
     }
     if (target.form == http::TargetForm::authority) {
-      tunnel_record_ = new_record("CONNECT", target.authority.host, target.authority.port);
+      record_ = new_record("CONNECT", target.authority.host, target.authority.port);
       inbuf_.consume(head.head_size);
       // An idle tunnel keeps no header index: the parser reserves room for 32 headers (1 KiB),
       // and this frame lives as long as the tunnel. It goes back to the worker.
       w_.header_spares().give(std::exchange(head.headers, {}));
-      co_await tunnel(*this, target.authority, tunnel_record_);
+      co_await tunnel(*this, target.authority, record_);
       break;
     }
     if (target.form != http::TargetForm::absolute) {
@@ -287,19 +287,78 @@ void Session::emit_close(decision_log::DecisionRecord rec, clock::time_point sta
   emit(std::move(rec));
 }
 
+policy::Decision Session::decide(const http::Authority& target, RequestLine* req,
+                                 const policy::Snapshot& snap, Outcome* why) {
+  policy::Decision d = policy::decide_http(target.host, target.port, snap);
+  if (d.verdict != policy::Verdict::allow || !d.per_request) return d;
+  auto refuse_as = [&](policy::Reason reason, std::string detail) {
+    d.verdict = policy::Verdict::deny;
+    d.reason = reason;
+    d.rule = {};
+    if (why != nullptr) why->detail = std::move(detail);
+    return policy::apply_mode(std::move(d), snap.rules.mode);
+  };
+  if (req == nullptr) {
+    return refuse_as(policy::Reason::not_allowlisted,
+                     "only method/path rules name " + target.display() +
+                         ", and a tunnel to it would hide its requests: this proxy does not "
+                         "inspect TLS yet (a plain rule " +
+                         target.display() + " allows it whole)");
+  }
+  req->normal = std::make_unique<policy::NormalPath>(policy::normalize_path(req->target));
+  if (!req->normal->error.empty()) {
+    return refuse_as(policy::Reason::invalid_target,
+                     "the method/path rules cannot match its path: " + req->normal->error);
+  }
+  return policy::decide_request(target.host, target.port, req->method, req->normal->path, snap);
+}
+
+void Session::explain_denial(policy::Decision&& d, const http::Authority& target,
+                             const RequestLine* req, Outcome& o) {
+  std::string why = std::move(o.detail);
+  const bool by_request = d.per_request && req != nullptr && req->normal && why.empty();
+  o = explain(std::move(d), target.display());
+  if (!why.empty()) {
+    o.text = "access to " + target.display() + " refused: " + why + ".";
+    o.detail = std::move(why);
+  } else if (by_request) {
+    const std::string what = std::string(req->method) + " " + req->normal->path;
+    o.detail = "no method/path rule allows " + what;
+    o.text = "access to " + target.display() + " denied: " + what +
+             " is not allowed by its method/path rules.\nTo allow it, run: vibepit allow-http '" +
+             target.display() + " " + what + "'";
+  }
+}
+
+void Session::apply_normal_path(std::string& head) {
+  if (!request_line_.normal) return;
+  const auto first = head.find(' ');
+  const auto second = head.find(' ', first + 1);
+  if (first != std::string::npos && second != std::string::npos) {
+    const auto& n = *request_line_.normal;
+    head.replace(first + 1, second - first - 1, n.path + n.query);
+  }
+  request_line_.normal.reset();
+}
+
 // decide -> resolve -> select -> dial: one call each (parsing came before).
 asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& target,
                                                         decision_log::DecisionRecord& rec,
-                                                        bool reuse_ok) {
+                                                        bool reuse_ok, bool request) {
+  RequestLine* req = request ? &request_line_ : nullptr;
   auto snap = w_.snapshot();  // one snapshot for the whole decision
   rec.gen = snap->generation;
   rec.mode = snap->rules.mode;
-  policy::Decision d = policy::decide_http(target.host, target.port, *snap);
+  // The decision lives in the outcome from the start: a second Decision in this frame took
+  // it past Asio's recycling limit, and every request paid a malloc and a free for it.
   Outcome o;
+  policy::Decision& d = o.decision;
+  d = decide(target, req, *snap, &o);
   if (d.verdict == policy::Verdict::deny && d.reason == policy::Reason::not_allowlisted &&
       w_.asking()) {
-    switch (co_await hold(target, rec, snap, d, o)) {
+    switch (co_await hold(target, req, rec, snap, d, o)) {
       case Held::released:
+        o.detail.clear();
         break;  // on with the snapshot and decision that allow it
       case Held::refused:
         record_outcome(rec, o);
@@ -308,13 +367,15 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& t
         co_return Dial{};
     }
   }
+  // A request that method/path rules decided: its path is recorded, as they matched it.
+  if (req != nullptr && d.per_request && req->normal) rec.path = req->normal->path;
   if (d.verdict == policy::Verdict::deny) {
-    o = explain(std::move(d), target.display());
+    explain_denial(std::move(d), target, req, o);
   } else if (reuse_ok && upstream_.is_open() && upstream_port_ == target.port &&
              upstream_host_ == target.host) {
     // Keep-alive reuse: the connection was dialled for this same authority, to an address
     // that passed classification then. The decision above was made anew for this request.
-    o = explain(std::move(d), {});  // allowed: no text names the target
+    o.status = 200;  // an allow: no text names the target
     o.addr = upstream_addr_;
   } else {
     drop_upstream();

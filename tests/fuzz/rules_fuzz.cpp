@@ -6,9 +6,11 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "fuzz_check.hpp"
 #include "vibepit/policy/decision.hpp"
+#include "vibepit/policy/request_rule.hpp"
 #include "vibepit/policy/snapshot.hpp"
 
 namespace {
@@ -199,6 +201,108 @@ void fuzz_compile(std::string_view in) {
 
 }  // namespace
 
+// A request's path as the rules see it: a normalised path is a fixed point, holds no dot
+// segment and no escape a server could read as another path, and every glob the input
+// makes matches it as a plain recursive reading of the glob does.
+bool segments_ref(const std::vector<std::string>& g, std::size_t gi,
+                  const std::vector<std::string_view>& p, std::size_t pi) {
+  if (gi == g.size()) return pi == p.size();
+  if (g[gi] == "**") {
+    for (std::size_t k = pi; k <= p.size(); ++k) {
+      if (segments_ref(g, gi + 1, p, k)) return true;
+    }
+    return false;
+  }
+  if (pi == p.size()) return false;
+  if (g[gi] == "*" ? p[pi].empty() : g[gi] != p[pi]) return false;
+  return segments_ref(g, gi + 1, p, pi + 1);
+}
+
+std::vector<std::string_view> split_path(std::string_view path) {
+  std::vector<std::string_view> out;
+  std::size_t at = 1;
+  for (;;) {
+    const auto slash = path.find('/', at);
+    out.push_back(path.substr(at, slash == std::string_view::npos ? slash : slash - at));
+    if (slash == std::string_view::npos) return out;
+    at = slash + 1;
+  }
+}
+
+void fuzz_request_path(std::string_view in) {
+  const NormalPath n = normalize_path(in);
+  if (!n.error.empty()) {
+    CHECK(n.path.empty() || n.path.front() == '/');
+    return;
+  }
+  CHECK(!n.path.empty() && n.path.front() == '/');
+  CHECK(n.path.size() <= in.size() + 1);
+  CHECK(n.query.empty() || n.query.front() == '?');
+  const NormalPath again = normalize_path(n.path);
+  CHECK(again.error.empty() && again.path == n.path && again.query.empty());
+  const auto segs = split_path(n.path);
+  for (auto seg : segs) {
+    CHECK(seg != "." && seg != "..");
+    CHECK(seg.find('\\') == std::string_view::npos);
+  }
+  for (const char* bad : {"%2F", "%5C", "%00", "%2E"}) {
+    CHECK(n.path.find(bad) == std::string::npos);
+  }
+  // Globs from the input's own segments (the first few), with wildcards in between.
+  if (segs.size() > 12) return;
+  for (unsigned mask = 0; mask < 27 && mask < 3u * segs.size(); ++mask) {
+    RequestRule r;
+    for (std::size_t i = 0; i < segs.size(); ++i) {
+      const unsigned pick = (mask >> (i % 5)) % 3;
+      r.segments.emplace_back(pick == 0 ? std::string(segs[i]) : pick == 1 ? "*" : "**");
+    }
+    CHECK(r.matches_path(n.path) == segments_ref(r.segments, 0, segs, 0));
+    if (!r.segments.empty()) r.segments.pop_back();
+    CHECK(r.matches_path(n.path) == segments_ref(r.segments, 0, segs, 0));
+  }
+}
+
+// An entry with methods and a path: its rule allows what it names, and only that.
+void fuzz_request_rule(std::string_view in) {
+  const auto sp = in.find(' ');
+  if (sp == std::string_view::npos) return;
+  auto parsed = parse_request_rule(in.substr(0, sp), in.substr(sp + 1));
+  if (std::holds_alternative<std::string>(parsed)) {
+    CHECK(!std::get<std::string>(parsed).empty());
+    return;
+  }
+  const RequestRule& r = std::get<RequestRule>(parsed);
+  const auto tsp = r.text.find(' ');
+  CHECK(tsp != std::string::npos);
+  auto again = parse_request_rule(std::string_view(r.text).substr(0, tsp),
+                                  std::string_view(r.text).substr(tsp + 1));
+  CHECK(std::holds_alternative<RequestRule>(again));
+  CHECK(std::get<RequestRule>(again).text == r.text);
+  CHECK(r.segments.size() <= kMaxGlobSegments && r.methods.size() <= kMaxMethods);
+  // A path made of the glob's own segments, wildcards filled in, is matched.
+  std::string path;
+  for (const auto& seg : r.segments)
+    path += "/" + (seg == "*" || seg == "**" ? std::string("x") : seg);
+  if (path.empty()) path = "/";
+  const NormalPath n = normalize_path(path);
+  if (n.error.empty() && n.path == path) {
+    CHECK(r.matches_path(path));
+    const std::string method = r.methods.empty() ? std::string("PATCH") : r.methods.front();
+    CHECK(r.matches(method, path));
+    auto entry = "a.test:443 " + r.text;
+    auto rule = parse_http_rule(entry);
+    CHECK(std::holds_alternative<HttpRule>(rule));
+    auto snap = std::get<std::shared_ptr<const Snapshot>>(compile(RuleSet{{entry}, {}, {}}, 1));
+    const Decision tunnel = decide_http("a.test", 443, *snap);
+    CHECK(tunnel.verdict == Verdict::allow && tunnel.inspect && tunnel.per_request);
+    const Decision d = decide_request("a.test", 443, method, path, *snap);
+    CHECK(d.verdict == Verdict::allow && d.rule == entry);
+    if (!r.methods.empty()) {
+      CHECK(decide_request("a.test", 443, "get", path, *snap).verdict == Verdict::deny);
+    }
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size > 4096) return 0;
   std::string_view in(reinterpret_cast<const char*>(data), size);
@@ -214,5 +318,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz_ip(in, 8080, *snap);
   fuzz_glob(in);
   fuzz_compile(in);
+  fuzz_request_path(in);
+  fuzz_request_rule(in);
   return 0;
 }

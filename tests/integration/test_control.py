@@ -209,6 +209,36 @@ class Standalone(ControlCase):
         self.assertEqual(keys, ["client-key.pem"])
         self.assertNotIn("PRIVATE KEY", self.proxy.stderr())
 
+    def test_cli_allow_http_with_methods_and_a_path(self):
+        """A method/path rule added at runtime decides the host's next requests one by one:
+        allowed and refused on one keep-alive connection, each recorded with its path."""
+        target = "paths.wild.test"
+        rc, out, err = self.vibepit("allow-http", "--session", self.session_dir, "--no-save",
+                                    "%s:80 GET,HEAD /repos/acme/**" % target)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("+ %s:80 GET,HEAD /repos/acme/**" % target, out)
+        c = self.raw()
+        req = "%s http://%s%s HTTP/1.1\r\nHost: %s\r\n\r\n"
+        ok = c.request(req % ("GET", target, "/repos/acme/w/./x/../pulls?state=open", target))
+        self.assertStatus(ok, 200)
+        self.assertEqual(ok.json()["target"], "/repos/acme/w/pulls?state=open")
+        denied = c.request(req % ("POST", target, "/gists", target))
+        self.assertStatus(denied, 403)
+        self.assertIn("POST /gists is not allowed", denied.text)
+        self.assertIn("error=http_request_denied", denied.header("proxy-status"))
+        again = c.request(req % ("HEAD", target, "/repos/acme", target))
+        self.assertStatus(again, 200)
+        recs = self.proxy.wait_records(lambda r: r.get("host") == target and r.get("event") == "decision",
+                                       count=3)
+        self.assertEqual([(r["method"], r.get("path"), r["verdict"]) for r in recs[-3:]],
+                         [("GET", "/repos/acme/w/pulls", "allow"), ("POST", "/gists", "deny"),
+                          ("HEAD", "/repos/acme", "allow")], recs)
+        self.assertEqual(recs[-3]["rule"], "%s:80 GET,HEAD /repos/acme/**" % target)
+        # Traversal that is encoded is refused before anything is dialled.
+        bad = self.raw().request(req % ("GET", target, "/repos/acme/%2e%2e/%2e%2e/gists", target))
+        self.assertStatus(bad, 400)
+        self.assertIn("encoded '.' or '..' segment", bad.text)
+
     def test_cli_allow_http_end_to_end(self):
         target = "cli.wild.test"
         r = self.curl("http://%s/" % target, tunnel=True)

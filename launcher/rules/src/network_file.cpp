@@ -35,15 +35,17 @@ std::size_t utf8_length(const std::string& s, std::size_t i) {
   return n;
 }
 
-// Every entry is a rule, a DNS name or a preset name: one word of printable ASCII. Checked
+// Every entry is a rule, a DNS name or a preset name: one word of printable ASCII, or for
+// allow-http (`spaces`) words joined by single spaces (DOMAIN:PORT METHODS PATH). Checked
 // here, on the parsed value, because YAML can spell other bytes in many ways (escapes, block
 // scalars, folded lines), and an entry with a line break or a stray byte would neither
 // compile nor survive an in-place edit unchanged.
-void check_entry(const std::string& value, const std::string& what) {
+void check_entry(const std::string& value, const std::string& what, bool spaces = false) {
   for (unsigned char c : value) {
     if (c >= 0x80) {
       throw NetworkFileError(what + " is not ASCII; IDNs must be given in punycode (\"xn--...\")");
     }
+    if (c == ' ' && spaces) continue;  // the rule grammar says where
     if (c <= 0x20 || c == 0x7f) {
       throw NetworkFileError(what +
                              " holds a space, line break or control character; entries "
@@ -151,7 +153,8 @@ NetworkFile parse_network_yaml(const std::string& text, const std::string& name)
       if (!item.IsScalar()) {
         throw NetworkFileError(where(name, item.Mark()) + ": " + key + " entries must be strings");
       }
-      check_entry(item.Scalar(), where(name, item.Mark()) + ": " + key + " entry");
+      check_entry(item.Scalar(), where(name, item.Mark()) + ": " + key + " entry",
+                  key == "allow-http");
       list->push_back(item.Scalar());
     }
   }

@@ -147,7 +147,8 @@ TEST(GrammarTest, AllowHttp) {
        h + "example.com:9*9*9*9*9\": port glob \"9*9*9*9*9\" matches no port in 1-65535"},
       {"example.com:1*2*3*4*5*6*",
        h + "example.com:1*2*3*4*5*6*\": bad port \"1*2*3*4*5*6*\": too long"},
-      {"example.com :443", h + "example.com :443\": whitespace is not allowed"},       // space
+      {"example.com :443", h + "example.com :443\": whitespace is not allowed (but for the "
+                               "single spaces of DOMAIN:PORT METHODS PATH)"},          // space
       {"example.com:443\n", h + "example.com:443\\x0a\": whitespace is not allowed"},  // LF
       {"127.0.0.1:443",
        h + "127.0.0.1:443\": address 127.0.0.1 is in the always-blocked range 127.0.0.0/8 "

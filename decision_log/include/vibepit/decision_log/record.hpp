@@ -48,6 +48,9 @@ struct DecisionRecord {
   std::string method;
   std::string host;
   std::uint16_t port = 0;
+  // A request decided by method and path rules: its path as they matched it (normalised,
+  // no query). Empty otherwise: no other request's path reaches the log.
+  std::string path;
   policy::Verdict verdict = policy::Verdict::deny;
   policy::Reason reason = policy::Reason::not_allowlisted;
   std::string rule;

@@ -39,6 +39,12 @@ struct Decision {
   std::string range;  // for blocked_address: the range that blocked
   // Audit mode only: no rule matched (reason not_allowlisted), yet the verdict is allow.
   bool would_deny = false;
+  // A rule with methods and a path names this host:port: its TLS is inspected, and each
+  // request in it is decided (decide_request).
+  bool inspect = false;
+  // No plain rule allows host:port whole: only the requests a method/path rule matches are
+  // allowed (decide_request); a tunnel to it is allowed for inspection only.
+  bool per_request = false;
 };
 
 // The mode's last word on a decision: in audit mode a denial whose only reason is that no
@@ -48,6 +54,11 @@ Decision apply_mode(Decision d, Mode mode);
 // `host` is a normalised name or canonical IP text. IP literals are also classified here.
 // Both apply the snapshot's mode.
 Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& snap);
+// One request to host:port: decide_http, and where only method/path rules name host:port,
+// the first of them that matches `method` and `path` (as normalize_path gives it) allows it;
+// none: not_allowlisted. Applies the snapshot's mode.
+Decision decide_request(std::string_view host, std::uint16_t port, std::string_view method,
+                        std::string_view path, const Snapshot& snap);
 // A DNS name in text form (a trailing dot and any case are accepted). A name that is no
 // valid host name (an address, "-a.example", the root) is invalid_target: no rule names it.
 Decision decide_dns(std::string_view qname, const Snapshot& snap);

@@ -1,12 +1,14 @@
 #pragma once
 // The rule grammar (ARCHITECTURE.md "Rule grammar"): parsing and validation only.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 
 #include "vibepit/policy/ip.hpp"
 #include "vibepit/policy/name.hpp"
+#include "vibepit/policy/request_rule.hpp"
 
 namespace vibepit::policy {
 
@@ -37,11 +39,18 @@ struct HttpRule {
   DomainPattern domain;   // when kind == domain
   IpAddr ip;              // when kind == ip
   std::string port_glob;  // digits and '*', e.g. "443", "8*", "*"
-  std::string text;       // canonical entry text, e.g. "*.example.com:443", "[2001:db8::1]:443"
+  // Methods and a path glob (`api.github.com:443 GET,HEAD /repos/acme/**`): the rule allows
+  // only the requests they match, and its host:port is inspected. None: a plain rule, which
+  // allows every request and tunnel to its host:port.
+  std::optional<RequestRule> request;
+  // Canonical entry text, e.g. "*.example.com:443", "[2001:db8::1]:443",
+  // "api.github.com:443 GET,HEAD /repos/acme/**".
+  std::string text;
 };
 
 std::variant<DnsRule, RuleError> parse_dns_rule(std::string_view entry);
-// Also rejects an IP literal inside an always-blocked range, naming the range.
+// `DOMAIN:PORT`, or `DOMAIN:PORT METHODS PATH` (one space between the three parts). Also
+// rejects an IP literal inside an always-blocked range, naming the range.
 std::variant<HttpRule, RuleError> parse_http_rule(std::string_view entry);
 std::variant<Cidr, RuleError> parse_block_cidr(std::string_view entry);
 

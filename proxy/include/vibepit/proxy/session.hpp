@@ -19,6 +19,7 @@
 #include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/http/authority.hpp"
 #include "vibepit/http/head.hpp"
+#include "vibepit/policy/request_rule.hpp"
 #include "vibepit/proxy/byte_buffer.hpp"
 #include "vibepit/proxy/outcome.hpp"
 #include "vibepit/proxy/response.hpp"
@@ -49,11 +50,32 @@ class Session : public std::enable_shared_from_this<Session> {
     ProxyError error = ProxyError::proxy_internal_error;
     std::string message;
   };
-  // Decide `target` against the current rules; when allowed, make upstream() a connection
-  // to an address that passed classification (or keep the open one, when `reuse_ok` and it
-  // was dialled for the same authority). Fills the decision's fields of `rec`.
+  // A plain-HTTP request as method/path rules see it (policy/request_rule.hpp).
+  struct RequestLine {
+    std::string_view method;
+    std::string_view target;  // the path and query as the client sent them
+    // When method/path rules decided it: its normalised path and query, with which it goes
+    // upstream. Null otherwise (on the heap: a forwarding frame stays under Asio's
+    // recycling limit, and only such requests pay for it).
+    std::unique_ptr<policy::NormalPath> normal;
+  };
+  // Decide `target` against the current rules (with `request`, the plain-HTTP request in
+  // request_line(): where only method/path rules name the host:port, its method and path
+  // decide); when allowed, make upstream() a connection to an address that passed
+  // classification (or keep the open one, when `reuse_ok` and it was dialled for the same
+  // authority). Fills the decision's fields of `rec`.
   asio::awaitable<Dial> decide_and_dial(const http::Authority& target,
-                                        decision_log::DecisionRecord& rec, bool reuse_ok);
+                                        decision_log::DecisionRecord& rec, bool reuse_ok,
+                                        bool request = false);
+  // The record of the request in progress (a tunnel's, or a forwarded request's), kept here
+  // for the frame's sake as request_line() is.
+  decision_log::DecisionRecord& record() { return record_; }
+  // The plain-HTTP request being decided: forward_http sets it before decide_and_dial. Here
+  // and not in the handler's frame, which it would take past Asio's recycling limit.
+  RequestLine& request_line() { return request_line_; }
+  // When method/path rules decided the request: its request line's target in `head` (as
+  // http::append_request_head writes it) becomes the normalised path and query.
+  void apply_normal_path(std::string& head);
   asio::awaitable<bool> send(std::string_view bytes);  // to the client, under the deadline
   // An error response. Message by value: it must live in the coroutine frame across the
   // write. With `close`, the client's side is shut down after it.
@@ -116,9 +138,19 @@ class Session : public std::enable_shared_from_this<Session> {
   // `snap` and `d` are the snapshot and decision that allow it: released), or it is refused,
   // expires or the proxy stops (`o` is the refusal and `rec` says how: refused), or the
   // client goes away (its record written, the connection closed: gone).
-  asio::awaitable<Held> hold(const http::Authority& target, decision_log::DecisionRecord& rec,
+  asio::awaitable<Held> hold(const http::Authority& target, RequestLine* req,
+                             decision_log::DecisionRecord& rec,
                              std::shared_ptr<const policy::Snapshot>& snap, policy::Decision& d,
                              Outcome& o);
+  // The rules' decision on `target` (and `req`'s method and path where they matter): see
+  // decide_and_dial. A tunnel to a host:port that only method/path rules name is refused:
+  // its requests cannot be seen without TLS inspection. `why`, for such refusals and for a
+  // request path the rules cannot match, gets the client's text and the record's detail.
+  policy::Decision decide(const http::Authority& target, RequestLine* req,
+                          const policy::Snapshot& snap, Outcome* why);
+  // The refusal of a denied decision, in `o` (whose detail holds decide's `why`).
+  static void explain_denial(policy::Decision&& d, const http::Authority& target,
+                             const RequestLine* req, Outcome& o);
   // Offer the request to the pending table; when held, write the held event.
   std::shared_ptr<runtime::PendingTable::Entry> enter_hold(const http::Authority& target,
                                                            const decision_log::DecisionRecord& rec,
@@ -162,11 +194,13 @@ class Session : public std::enable_shared_from_this<Session> {
   ByteBuffer upbuf_;
   // Each request's target is parsed into this one, whose strings keep their capacity: a
   // warm keep-alive request allocates nothing for its host and path. Here and not in
-  // run()'s frame, as is a tunnel's record, which lives as long as the tunnel: the
+  // run()'s frame, as is the record of the request in progress (a tunnel's lives as long
+  // as the tunnel; a forwarded request's pushed forward_http's frame past the limit): the
   // session's memory comes from the worker's pool, where a frame of over 1 KiB went to
   // malloc's slow path.
   http::Target target_;
-  decision_log::DecisionRecord tunnel_record_;
+  RequestLine request_line_;
+  decision_log::DecisionRecord record_;
   std::unique_ptr<HoldState> hold_;  // while a request is held (ask mode)
 };
 

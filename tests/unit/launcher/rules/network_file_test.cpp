@@ -54,6 +54,14 @@ TEST(NetworkFile, NewKeyGoesAtTheEnd) {
   EXPECT_EQ(add("", "allow-http", {"a.test:80"}), "allow-http:\n  - a.test:80\n");
 }
 
+TEST(NetworkFile, AMethodAndPathRuleRoundTrips) {
+  const std::vector<std::string> entries = {"api.github.com:443 GET,HEAD /repos/acme/**",
+                                            "*.pkg.test:443 * /simple/*/x"};
+  auto out = add("allow-http:\n  - a.test:80\n", "allow-http", entries);
+  auto f = parse_network_yaml(out, "t");
+  EXPECT_EQ(f.allow_http, (std::vector<std::string>{"a.test:80", entries[0], entries[1]})) << out;
+}
+
 TEST(NetworkFile, NothingNewLeavesTheTextAlone) {
   const std::string text = "allow-http:\n- a.test:80 # x\n";
   std::vector<std::string> appended;
