@@ -29,7 +29,7 @@ ALLOWED = {
     "runtime": {"config", "decision_log", "policy"},
     "proxy": {"runtime", "config", "decision_log", "http", "tls", "policy"},
     "dns": {"runtime", "config", "decision_log", "policy"},
-    "control": {"runtime", "config", "decision_log", "http", "policy"},
+    "control": {"runtime", "config", "decision_log", "http", "tls", "policy"},
     "appliance": {"proxy", "dns", "control", "runtime", "config", "decision_log", "http",
                   "tls", "policy"},
     "docker": {"http"},

@@ -8,6 +8,7 @@
 #include <variant>
 #include <vector>
 
+#include "../unit/policy/path_glob_reference.hpp"
 #include "fuzz_check.hpp"
 #include "vibepit/policy/decision.hpp"
 #include "vibepit/policy/request_rule.hpp"
@@ -204,31 +205,6 @@ void fuzz_compile(std::string_view in) {
 // A request's path as the rules see it: a normalised path is a fixed point, holds no dot
 // segment and no escape a server could read as another path, and every glob the input
 // makes matches it as a plain recursive reading of the glob does.
-bool segments_ref(const std::vector<std::string>& g, std::size_t gi,
-                  const std::vector<std::string_view>& p, std::size_t pi) {
-  if (gi == g.size()) return pi == p.size();
-  if (g[gi] == "**") {
-    for (std::size_t k = pi; k <= p.size(); ++k) {
-      if (segments_ref(g, gi + 1, p, k)) return true;
-    }
-    return false;
-  }
-  if (pi == p.size()) return false;
-  if (g[gi] == "*" ? p[pi].empty() : g[gi] != p[pi]) return false;
-  return segments_ref(g, gi + 1, p, pi + 1);
-}
-
-std::vector<std::string_view> split_path(std::string_view path) {
-  std::vector<std::string_view> out;
-  std::size_t at = 1;
-  for (;;) {
-    const auto slash = path.find('/', at);
-    out.push_back(path.substr(at, slash == std::string_view::npos ? slash : slash - at));
-    if (slash == std::string_view::npos) return out;
-    at = slash + 1;
-  }
-}
-
 void fuzz_request_path(std::string_view in) {
   const NormalPath n = normalize_path(in);
   if (!n.error.empty()) {
@@ -240,7 +216,7 @@ void fuzz_request_path(std::string_view in) {
   CHECK(n.query.empty() || n.query.front() == '?');
   const NormalPath again = normalize_path(n.path);
   CHECK(again.error.empty() && again.path == n.path && again.query.empty());
-  const auto segs = split_path(n.path);
+  const auto segs = reference::path_segments(n.path);
   for (auto seg : segs) {
     CHECK(seg != "." && seg != "..");
     CHECK(seg.find('\\') == std::string_view::npos);
@@ -256,9 +232,9 @@ void fuzz_request_path(std::string_view in) {
       const unsigned pick = (mask >> (i % 5)) % 3;
       r.segments.emplace_back(pick == 0 ? std::string(segs[i]) : pick == 1 ? "*" : "**");
     }
-    CHECK(r.matches_path(n.path) == segments_ref(r.segments, 0, segs, 0));
+    CHECK(r.matches_path(n.path) == reference::glob_matches(r.segments, 0, segs, 0));
     if (!r.segments.empty()) r.segments.pop_back();
-    CHECK(r.matches_path(n.path) == segments_ref(r.segments, 0, segs, 0));
+    CHECK(r.matches_path(n.path) == reference::glob_matches(r.segments, 0, segs, 0));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "path_glob_reference.hpp"
 #include "vibepit/policy/decision.hpp"
 #include "vibepit/policy/rules.hpp"
 #include "vibepit/policy/snapshot.hpp"
@@ -139,32 +140,6 @@ TEST(NormalizePath, Table) {
             std::string::npos);
 }
 
-// A plain recursive reading of the glob, to hold the matcher to.
-bool reference_match(const std::vector<std::string>& g, std::size_t gi,
-                     const std::vector<std::string>& p, std::size_t pi) {
-  if (gi == g.size()) return pi == p.size();
-  if (g[gi] == "**") {
-    for (std::size_t k = pi; k <= p.size(); ++k) {
-      if (reference_match(g, gi + 1, p, k)) return true;
-    }
-    return false;
-  }
-  if (pi == p.size()) return false;
-  if (g[gi] == "*" ? p[pi].empty() : g[gi] != p[pi]) return false;
-  return reference_match(g, gi + 1, p, pi + 1);
-}
-
-std::vector<std::string> segments(std::string_view path) {
-  std::vector<std::string> out;
-  std::size_t at = 1;
-  for (;;) {
-    const auto slash = path.find('/', at);
-    out.emplace_back(path.substr(at, slash == std::string_view::npos ? slash : slash - at));
-    if (slash == std::string_view::npos) return out;
-    at = slash + 1;
-  }
-}
-
 TEST(RequestRuleMatch, Table) {
   const auto acme = rule("GET,HEAD", "/repos/acme/**");
   EXPECT_TRUE(acme.matches("GET", "/repos/acme"));
@@ -233,7 +208,7 @@ TEST(RequestRuleMatch, AgreesWithAPlainRecursiveReading) {
     RequestRule r;
     r.segments = g;
     for (const auto& p : paths) {
-      ASSERT_EQ(r.matches_path(p), reference_match(g, 0, segments(p), 0))
+      ASSERT_EQ(r.matches_path(p), reference::glob_matches(g, 0, reference::path_segments(p), 0))
           << testing::PrintToString(g) << " " << p;
       ++checked;
     }

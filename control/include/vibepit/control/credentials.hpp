@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "vibepit/tls/x509.hpp"
+
 namespace vibepit::control {
 
 struct CredentialOptions {
@@ -62,23 +64,10 @@ class SessionAuthority {
 // SessionAuthority(opts).issue(): the usual way to make a session's credentials.
 SessionCredentials issue_session_credentials(const CredentialOptions& opts);
 
-// Facts read back from a PEM certificate, for tests, `vibepit status` and diagnostics.
-struct CertificateInfo {
-  std::string subject_cn;
-  std::string serial_hex;
-  std::size_t serial_bits = 0;
-  bool is_ca = false;
-  bool server_auth = false;  // extendedKeyUsage serverAuth
-  bool client_auth = false;  // extendedKeyUsage clientAuth
-  std::vector<std::string> san_ips;
-  std::chrono::system_clock::time_point not_before, not_after;
-  std::string key_type;  // "ED25519", ...
-};
-CertificateInfo inspect_certificate(const std::string& cert_pem);
-
-// True when `key_pem` is the private key of the certificate `cert_pem`.
-bool key_matches_certificate(const std::string& key_pem, const std::string& cert_pem);
-// True when `cert_pem` verifies against the single trust anchor `ca_pem`.
-bool verifies_against(const std::string& cert_pem, const std::string& ca_pem);
+// Reading certificates back (tests, diagnostics): tls/x509.hpp.
+using tls::CertificateInfo;
+using tls::inspect_certificate;
+using tls::key_matches_certificate;
+using tls::verifies_against;
 
 }  // namespace vibepit::control
