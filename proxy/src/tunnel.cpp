@@ -13,6 +13,21 @@
 #include "vibepit/proxy/tunnel_check.hpp"
 
 namespace vibepit::proxy {
+namespace {
+
+// The check's deny record, written beside the tunnel's allow; `rec`, the close record to
+// come, says the same. Not in the tunnel's frame, where a second record would take it
+// toward Asio's recycling limit.
+void record_refusal(Session& s, const TunnelCheck& check, decision_log::DecisionRecord& rec) {
+  check.fill(rec);
+  auto deny = s.copy_record(rec);
+  deny.status = 0;       // the 200 went before; the tunnel is closed, not answered
+  s.mark_decided(deny);  // elapsed_us: arrival to this verdict
+  deny.ts_us = decision_log::now_us();
+  s.emit(std::move(deny));
+}
+
+}  // namespace
 
 asio::awaitable<void> tunnel(Session& s, const http::Authority& target,
                              decision_log::DecisionRecord& rec) {
@@ -52,14 +67,7 @@ asio::awaitable<void> tunnel(Session& s, const http::Authority& target,
           [&s] { s.touch(); }, stats, check.pending() ? &check : nullptr);
     }
   }
-  if (check.refused()) {
-    check.fill(rec);
-    auto deny = s.copy_record(rec);
-    deny.status = 0;       // the 200 went before; the tunnel is closed, not answered
-    s.mark_decided(deny);  // elapsed_us: arrival to this verdict
-    deny.ts_us = decision_log::now_us();
-    s.emit(std::move(deny));
-  }
+  if (check.refused()) record_refusal(s, check, rec);
   rec.bytes_up = stats.up;
   rec.bytes_down = stats.down;
   s.emit_close(std::move(rec), started);
