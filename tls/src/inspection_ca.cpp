@@ -50,8 +50,7 @@ std::shared_ptr<const Leaf> InspectionCa::issue(const std::string& host) const {
   // It ends when the CA does: what is left of the CA's life, never more.
   const auto left = std::chrono::duration_cast<std::chrono::seconds>(
       not_after_ - std::chrono::system_clock::now());
-  leaf->cert =
-      new_cert(leaf->key, host, opts_.clock_skew, std::max(left, std::chrono::seconds(1)));
+  leaf->cert = new_cert(leaf->key, host, opts_.clock_skew, std::max(left, std::chrono::seconds(1)));
   X509* cert = leaf->cert.get();
   add_ext(cert, cert_.get(), NID_basic_constraints, "critical,CA:FALSE");
   add_ext(cert, cert_.get(), NID_key_usage, "critical,digitalSignature");
