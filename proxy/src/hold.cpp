@@ -154,8 +154,10 @@ asio::awaitable<Session::Held> Session::hold(const http::Authority& target, Requ
     co_return Held::refused;
   }
 
-  const auto started = clock::now();
+  // Held since the table took it, the instant its deadline counts from: held_ms is never
+  // short of the time limit when it expires.
   const auto deadline = entry->request().deadline;
+  const auto started = deadline - entry->request().timeout;
   hold_ = std::make_unique<HoldState>(w_.io());
   hold_->entry = entry;
   release_client_bytes();  // a CONNECT keeps no head buffer while it waits
