@@ -1,5 +1,7 @@
 // vibepit-proxy: the egress appliance. Parses flags, loads the config, wires objects.
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,9 +22,11 @@
 #include "vibepit/dns/server.hpp"
 #include "vibepit/policy/ip.hpp"
 #include "vibepit/policy/snapshot.hpp"
+#include "vibepit/proxy/inspection.hpp"
 #include "vibepit/proxy/resolver.hpp"
 #include "vibepit/proxy/server.hpp"
 #include "vibepit/runtime/pending.hpp"
+#include "vibepit/tls/inspection_ca.hpp"
 
 namespace {
 
@@ -52,6 +56,21 @@ void raise_fd_limit(const vibepit::config::Config& cfg) {
 
 std::string endpoint_text(const asio::ip::address& addr, std::uint16_t port) {
   return vibepit::policy::join_host_port(addr.to_string(), port);
+}
+
+// The inspection CA's certificate (never its key), whole or not at all: written beside
+// `path` and renamed over it, readable by all (it is public).
+void write_ca_cert(const std::string& path, const std::string& pem) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) throw std::runtime_error("inspect-ca-cert-out: cannot create " + tmp);
+  const bool written = ::write(fd, pem.data(), pem.size()) == static_cast<ssize_t>(pem.size()) &&
+                       ::fchmod(fd, 0644) == 0 && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("inspect-ca-cert-out: cannot write " + path);
+  }
 }
 
 int wait_for_signal() {
@@ -153,7 +172,19 @@ int run(int argc, char** argv) {
         if (plane) plane->stop();
       }
     } stop_control{control};
+    // The inspection CA: made now, so that the sandbox can trust it from the start and a
+    // rule added later inspects at once. It ends with the session's certificates.
+    vibepit::tls::InspectionCa inspection_ca(
+        {.session_id = control_opts.session_id,
+         .lifetime = std::chrono::hours(cfg.control.cert_lifetime_hours)});
+    vibepit::proxy::Inspection inspection(inspection_ca, cfg.proxy.upstream_ca_file);
+    control_opts.inspect_ca_pem = inspection_ca.cert_pem();
+    if (!cfg.proxy.inspect_ca_cert_out.empty()) {
+      write_ca_cert(cfg.proxy.inspect_ca_cert_out, inspection_ca.cert_pem());
+      spdlog::info("inspection CA certificate in {}", cfg.proxy.inspect_ca_cert_out);
+    }
     vibepit::proxy::ProxyServer server(cfg.proxy, store, log, &pending);
+    server.set_inspection(&inspection);
     for (const auto& ep : server.listen()) {
       // Scripts parse this line: "listening proxy ADDR:PORT".
       spdlog::info("listening proxy {}", endpoint_text(ep.address(), ep.port()));

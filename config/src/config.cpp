@@ -322,6 +322,12 @@ Config parse_config(std::string_view json_text) {
       } else {
         throw ConfigError(key, "must be \"check\", \"require\" or \"off\", got " + v.dump());
       }
+    } else if (key == "inspect-ca-cert-out" || key == "upstream-ca-file") {
+      if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>().front() != '/') {
+        throw ConfigError(key, "must be an absolute file path");
+      }
+      (key == "upstream-ca-file" ? cfg.proxy.upstream_ca_file : cfg.proxy.inspect_ca_cert_out) =
+          v.get<std::string>();
     } else if (key == "header-timeout-ms") {
       cfg.proxy.header_timeout = duration_ms(v, key);
     } else if (key == "connect-timeout-ms") {

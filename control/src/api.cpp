@@ -227,6 +227,14 @@ ApiResponse ControlApi::handle(const ApiRequest& req) const {
     }
     return p == "/v1/ask" ? set_ask(req) : refuse_pending(req);
   }
+  if (p == "/v1/inspect-ca") {
+    if (!get) return method_not_allowed("GET");
+    if (inspect_ca_.empty()) return error_response(404, "this proxy has no inspection CA");
+    ApiResponse r;
+    r.content_type = "application/x-pem-file";
+    r.body = inspect_ca_;
+    return r;
+  }
   if (p == "/metrics") {
     if (!get) return method_not_allowed("GET");
     ApiResponse r;

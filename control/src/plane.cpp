@@ -236,6 +236,7 @@ ControlPlane::ControlPlane(config::ControlConfig cfg, policy::SnapshotStore& sto
     rules_.on_publish([pending] { pending->rules_changed(); });
   }
   api_ = std::make_unique<ControlApi>(rules_, store, *feed_, *metrics_, limits, pending_.get());
+  api_->set_inspect_ca(opts_.inspect_ca_pem);
 }
 
 ControlPlane::~ControlPlane() {

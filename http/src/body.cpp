@@ -412,9 +412,9 @@ std::string rewrite_request_head(const RequestHead& head, std::string_view origi
 }
 
 void append_request_head(std::string& out, const RequestHead& head, std::string_view origin_path,
-                         const Authority& authority, bool drop_expect) {
+                         const Authority& authority, bool drop_expect, std::uint16_t default_port) {
   append_request_line(out, head, origin_path, authority.host.size() + 8);
-  if (authority.port == 80) {
+  if (authority.port == default_port) {
     policy::append_bracketed_host(out, authority.host);
   } else {
     policy::append_host_port(out, authority.host, authority.port);

@@ -116,6 +116,10 @@ std::string_view error_token(ProxyError error) {
       return "destination_unavailable";
     case ProxyError::connection_timeout:
       return "connection_timeout";
+    case ProxyError::tls_certificate_error:
+      return "tls_certificate_error";
+    case ProxyError::tls_protocol_error:
+      return "tls_protocol_error";
     case ProxyError::connection_terminated:
       return "connection_terminated";
     case ProxyError::http_response_incomplete:

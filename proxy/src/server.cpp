@@ -22,6 +22,10 @@ ProxyServer::ProxyServer(const config::ProxyConfig& cfg, policy::SnapshotStore& 
   }
 }
 
+void ProxyServer::set_inspection(Inspection* inspection) {
+  for (auto& w : workers_) w->set_inspection(inspection);
+}
+
 ProxyServer::~ProxyServer() {
   for (auto& w : workers_) w->stop();
   for (auto& t : threads_) {

@@ -91,6 +91,18 @@ void Session::busy() {
   if (phase_ != Phase::busy) set_deadline(Phase::busy, w_.cfg().idle_timeout);
 }
 
+void Session::wait_request() {
+  set_deadline(Phase::wait_request, w_.cfg().header_timeout);
+}
+
+void Session::due_within(std::chrono::milliseconds d) {
+  set_deadline(Phase::busy, d);
+}
+
+Inspection* Session::inspection() {
+  return w_.inspection();
+}
+
 void Session::close_all() {
   closed_ = true;
   asio::error_code ignored;
@@ -299,6 +311,7 @@ policy::Decision Session::decide(const http::Authority& target, RequestLine* req
     return policy::apply_mode(std::move(d), snap.rules.mode);
   };
   if (req == nullptr) {
+    if (w_.inspection() != nullptr) return d;  // a tunnel to inspect: its requests decide
     return refuse_as(policy::Reason::not_allowlisted,
                      "only method/path rules name " + target.display() +
                          ", and a tunnel to it would hide its requests: this proxy does not "
@@ -371,6 +384,12 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& t
   if (req != nullptr && d.per_request && req->normal) rec.path = req->normal->path;
   if (d.verdict == policy::Verdict::deny) {
     explain_denial(std::move(d), target, req, o);
+  } else if (req == nullptr && d.inspect && w_.inspection() != nullptr) {
+    // Inspected: nothing is dialled until a request inside is allowed.
+    record_outcome(rec, o);
+    Dial dial{true, 200, ProxyError::proxy_internal_error, {}};
+    dial.inspect = true;
+    co_return dial;
   } else if (reuse_ok && upstream_.is_open() && upstream_port_ == target.port &&
              upstream_host_ == target.host) {
     // Keep-alive reuse: the connection was dialled for this same authority, to an address
@@ -409,6 +428,7 @@ asio::awaitable<DialResult> Session::dial(const tcp::endpoint& to) {
   upstream_ = tcp::socket(w_.io());
   set_deadline(Phase::connect, w_.cfg().connect_timeout);
   r.ec = co_await w_.connect(upstream_, to);
+  ++upstream_dials_;
   r.cancelled = closed_;
   r.timed_out = timed_out_;
   if (r.cancelled) co_return r;
@@ -439,10 +459,10 @@ asio::awaitable<bool> Session::send(std::string_view bytes) {
   co_return !ec;
 }
 
-asio::awaitable<void> Session::refuse_invalid(std::string_view method, std::string host,
-                                              std::uint16_t port, std::string detail,
-                                              std::string message) {
+void Session::record_invalid(std::string_view method, std::string_view host, std::uint16_t port,
+                             std::string detail, std::uint64_t tunnel) {
   auto rec = new_record(method.substr(0, 32), host, port);
+  rec.tunnel = tunnel;
   rec.reason = policy::Reason::invalid_target;
   rec.detail = std::move(detail);
   rec.status = 400;
@@ -450,6 +470,12 @@ asio::awaitable<void> Session::refuse_invalid(std::string_view method, std::stri
   rec.gen = snap->generation;
   rec.mode = snap->rules.mode;
   emit(std::move(rec));
+}
+
+asio::awaitable<void> Session::refuse_invalid(std::string_view method, std::string host,
+                                              std::uint16_t port, std::string detail,
+                                              std::string message) {
+  record_invalid(method, host, port, std::move(detail));
   co_await refuse(400, ProxyError::http_request_error, std::move(message), true);
 }
 

@@ -13,11 +13,9 @@
 #include "vibepit/proxy/tunnel_check.hpp"
 
 namespace vibepit::proxy {
-namespace {
 
-// The check's deny record, written beside the tunnel's allow; `rec`, the close record to
-// come, says the same. Not in the tunnel's frame, where a second record would take it
-// toward Asio's recycling limit.
+// Not in the tunnel's frame, where a second record would take it toward Asio's recycling
+// limit.
 void record_refusal(Session& s, const TunnelCheck& check, decision_log::DecisionRecord& rec) {
   check.fill(rec);
   auto deny = s.copy_record(rec);
@@ -26,8 +24,6 @@ void record_refusal(Session& s, const TunnelCheck& check, decision_log::Decision
   deny.ts_us = decision_log::now_us();
   s.emit(std::move(deny));
 }
-
-}  // namespace
 
 asio::awaitable<void> tunnel(Session& s, const http::Authority& target,
                              decision_log::DecisionRecord& rec) {
@@ -41,6 +37,10 @@ asio::awaitable<void> tunnel(Session& s, const http::Authority& target,
   }
   rec.status = 200;
   s.emit(s.copy_record(rec));  // the decision now; `rec` goes on to be the close record
+  if (dial.inspect) {
+    co_await inspect(s, target, rec);
+    co_return;
+  }
   const auto started = Session::clock::now();
   RelayStats stats;
   TunnelCheck check(s.cfg().tunnel_tls, target.host, s.cfg().header_timeout);

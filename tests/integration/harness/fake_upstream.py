@@ -23,7 +23,8 @@ On every address it listens on every listed port:
   EOF when n_up == 2**64-1), then sends a trailer: u64 bytes received +
   sha256 of them (32 bytes). Then it waits for EOF and closes.
 - https: the http server above behind TLS with --cert/--key (ALPN http/1.1). Each
-  handshake adds a line {"kind": "https-handshake", "sni": NAME or null} to the log.
+  handshake adds a line {"kind": "https-handshake", "sni": NAME or null} to the log, and
+  each request {"kind": "https-request", "method": M, "target": T}.
 Every accepted connection is appended to the log file as one JSON line
 {"local": "ip:port", "peer": "ip:port", "kind": ...}; canary instances use it
 to prove that nothing ever dialled a blocked address.
@@ -189,7 +190,7 @@ def reset(conn, pause=0.3):
     conn.close()
 
 
-def handle_http(conn, local, peer):
+def handle_http(conn, local, peer, log=None):
     reader = Reader(conn)
     served = 0
     while True:
@@ -219,6 +220,8 @@ def handle_http(conn, local, peer):
         except (EOFError, OSError):
             return
         served += 1
+        if log is not None:
+            log.write(kind="https-request", local=local, peer=peer, method=method, target=target)
         if target.startswith("/raw/"):
             raw = RAW_RESPONSES.get(target[5:])
             if raw:
@@ -323,7 +326,7 @@ def serve_https(conn, local, peer, log):
     ctx, names = TLS["context"]
     tls = ctx.wrap_socket(conn, server_side=True)
     log.write(kind="https-handshake", local=local, peer=peer, sni=names.pop(id(tls), None))
-    handle_http(tls, local, peer)
+    handle_http(tls, local, peer, log)
 
 
 def serve_conn(kind, conn, log):

@@ -50,6 +50,7 @@ TEST(Config, FullConfig) {
     "allow-dns": ["example.com"],
     "block-cidr": ["198.51.100.0/24"],
     "decision-log": "/tmp/x.ndjson", "threads": 3, "splice": "off", "tunnel-tls": "require",
+    "inspect-ca-cert-out": "/run/vibepit/ca.pem", "upstream-ca-file": "/etc/corp-ca.pem",
     "header-timeout-ms": 500, "connect-timeout-ms": 600, "idle-timeout-ms": 700,
     "resolve-timeout-ms": 800, "drain-timeout-ms": 900, "max-request-head": 2048,
     "max-response-head": 4096, "max-connections": 50, "decision-ring": 10})");
@@ -60,6 +61,8 @@ TEST(Config, FullConfig) {
   EXPECT_EQ(cfg.proxy.threads, 3u);
   EXPECT_EQ(cfg.proxy.splice, SpliceMode::off);
   EXPECT_EQ(cfg.proxy.tunnel_tls, TunnelTls::require);
+  EXPECT_EQ(cfg.proxy.inspect_ca_cert_out, "/run/vibepit/ca.pem");
+  EXPECT_EQ(cfg.proxy.upstream_ca_file, "/etc/corp-ca.pem");
   EXPECT_EQ(cfg.proxy.connect_timeout.count(), 600);
   EXPECT_EQ(cfg.proxy.max_connections, 50u);
   EXPECT_EQ(cfg.log.path, "/tmp/x.ndjson");
@@ -182,6 +185,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"{" BASE R"(, "splice": "always"})", "splice", "\"always\""},
         BadConfig{"{" BASE R"(, "tunnel-tls": "strict"})", "tunnel-tls", "\"strict\""},
         BadConfig{"{" BASE R"(, "tunnel-tls": true})", "tunnel-tls", "true"},
+        BadConfig{"{" BASE R"(, "upstream-ca-file": "ca.pem"})", "upstream-ca-file", "absolute"},
+        BadConfig{"{" BASE R"(, "upstream-ca-file": 1})", "upstream-ca-file", "absolute"},
+        BadConfig{"{" BASE R"(, "inspect-ca-cert-out": ""})", "inspect-ca-cert-out", "absolute"},
         BadConfig{"{" BASE R"(, "mode": "learn"})", "mode", "\"enforce\" or \"audit\""},
         BadConfig{"{" BASE R"(, "mode": true})", "mode", "\"enforce\" or \"audit\""},
         BadConfig{"{" BASE R"(, "decision-log": ""})", "decision-log", "file path"},

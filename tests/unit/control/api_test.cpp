@@ -114,6 +114,20 @@ TEST_F(ApiTest, HealthAndRulesShowTheLiveSnapshot) {
   EXPECT_TRUE(r["block-cidr"].empty());
 }
 
+TEST_F(ApiTest, TheInspectionCaCertificateIsServedWhenThereIsOne) {
+  auto none = call("GET", "/v1/inspect-ca");
+  EXPECT_EQ(none.status, 404);
+  EXPECT_NE(none.body.find("no inspection CA"), std::string::npos);
+  const std::string pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  api_.set_inspect_ca(pem);
+  auto got = call("GET", "/v1/inspect-ca");
+  EXPECT_EQ(got.status, 200);
+  EXPECT_EQ(got.content_type, "application/x-pem-file");
+  EXPECT_EQ(got.body, pem);
+  auto post = call("POST", "/v1/inspect-ca", pem);
+  EXPECT_EQ(post.status, 405);
+}
+
 TEST_F(ApiTest, AddIsIdempotentAndPublishesOneGeneration) {
   auto gen = store_.generation();
   auto r = call("POST", "/v1/allow-http",

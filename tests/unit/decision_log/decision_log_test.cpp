@@ -69,6 +69,17 @@ TEST(DecisionLog, AuditRecordsCarryTheModeAndWouldDeny) {
   EXPECT_FALSE(j.contains("would_deny"));
 }
 
+TEST(DecisionLog, AnInspectedRequestNamesItsPathAndTunnel) {
+  auto r = sample();
+  EXPECT_FALSE(nlohmann::json::parse(to_json_line(r)).contains("tunnel"));
+  r.method = "GET";
+  r.path = "/repos/acme/x";
+  r.tunnel = 41;
+  auto j = nlohmann::json::parse(to_json_line(r));
+  EXPECT_EQ(j["path"], "/repos/acme/x");
+  EXPECT_EQ(j["tunnel"], 41);
+}
+
 TEST(DecisionLog, DnsLineHasTheDnsFields) {
   DecisionRecord r;
   r.id = 9;

@@ -84,6 +84,11 @@ struct ProxyConfig {
   unsigned threads = 0;                // 0 = one per core; the DNS server runs on them too
   SpliceMode splice = SpliceMode::automatic;
   TunnelTls tunnel_tls = TunnelTls::check;
+  // TLS inspection (docs/config.md "Inspection"): where the inspection CA's certificate is
+  // written at start (empty: nowhere), and the PEM bundle trusted for upstreams beside the
+  // machine's store (empty: none).
+  std::string inspect_ca_cert_out;
+  std::string upstream_ca_file;
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds connect_timeout{5'000};
   std::chrono::milliseconds idle_timeout{300'000};

@@ -134,6 +134,8 @@ class ControlApi {
 
   ApiResponse handle(const ApiRequest& req) const;
   const ApiLimits& limits() const { return limits_; }
+  // The inspection CA's certificate (PEM), served at GET /v1/inspect-ca; none: 404.
+  void set_inspect_ca(std::string pem) { inspect_ca_ = std::move(pem); }
 
  private:
   ApiResponse rules_view() const;
@@ -150,6 +152,7 @@ class ControlApi {
   const StatsSource& stats_;
   ApiLimits limits_;
   PendingSource* pending_;
+  std::string inspect_ca_;
 };
 
 }  // namespace vibepit::control

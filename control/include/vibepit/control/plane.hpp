@@ -26,6 +26,7 @@ struct PlaneOptions {
   std::filesystem::path session_dir;  // standalone: make credentials, write the client's set here
   int credentials_fd = -1;            // launcher: read the server's set from this descriptor
   std::string session_id;             // default: the session directory's name, or a new id
+  std::string inspect_ca_pem;         // the inspection CA's certificate, for GET /v1/inspect-ca
 };
 
 // The server's set as the launcher hands it over: {"ca": PEM, "cert": PEM, "key": PEM}.

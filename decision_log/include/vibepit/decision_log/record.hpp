@@ -51,6 +51,8 @@ struct DecisionRecord {
   // A request decided by method and path rules: its path as they matched it (normalised,
   // no query). Empty otherwise: no other request's path reaches the log.
   std::string path;
+  // A request inside an inspected CONNECT: that CONNECT's id. 0 otherwise.
+  std::uint64_t tunnel = 0;
   policy::Verdict verdict = policy::Verdict::deny;
   policy::Reason reason = policy::Reason::not_allowlisted;
   std::string rule;

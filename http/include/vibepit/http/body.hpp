@@ -95,10 +95,12 @@ class ChunkedDecoder {
 std::string rewrite_request_head(const RequestHead& head, std::string_view origin_path,
                                  std::string_view host_header, bool drop_expect = false);
 // The same head appended to `out`, with the Host field written from `authority` as
-// Authority::display() would, without the port when it is 80 (the http default). The proxy
-// writes into a buffer it keeps between requests: no string of its own.
+// Authority::display() would, without the port when it is `default_port` (80 for http,
+// 443 for https). The proxy writes into a buffer it keeps between requests: no string of
+// its own.
 void append_request_head(std::string& out, const RequestHead& head, std::string_view origin_path,
-                         const Authority& authority, bool drop_expect = false);
+                         const Authority& authority, bool drop_expect = false,
+                         std::uint16_t default_port = 80);
 // The response head to send the client ("HTTP/1.1 <status> <reason>"), with hop-by-hop
 // headers removed (as above, plus Proxy-Authenticate); framing fields stay, a valid
 // Content-Length in canonical form.

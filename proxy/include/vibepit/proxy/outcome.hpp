@@ -29,6 +29,8 @@ enum class ProxyError {
   connection_timeout,         // every dial timed out (504)
   connection_terminated,      // the upstream connection broke while sending (502)
   http_response_incomplete,   // the upstream closed early or answered invalidly (502)
+  tls_certificate_error,      // an inspected upstream's certificate was refused (502)
+  tls_protocol_error,         // TLS with an inspected upstream failed otherwise (502)
   proxy_internal_error,       // the proxy cannot take the request now (503)
 };
 

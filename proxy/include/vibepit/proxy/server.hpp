@@ -29,6 +29,8 @@ class ProxyServer {
   // Bind every proxy-listen address on every worker. Returns the bound endpoints (port 0
   // resolved to the chosen port). Throws std::system_error when a bind fails.
   std::vector<asio::ip::tcp::endpoint> listen();
+  // TLS inspection (Worker::set_inspection), for every worker. Before start().
+  void set_inspection(Inspection* inspection);
   void start();  // start worker threads
   // Stop accepting, close idle keep-alive connections, wait up to drain-timeout for the
   // rest, close what is still open (up to kCloseGrace for them to end and write their

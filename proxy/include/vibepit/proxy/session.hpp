@@ -29,6 +29,8 @@
 
 namespace vibepit::proxy {
 
+class Inspection;
+class TunnelCheck;
 class Worker;
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -49,6 +51,9 @@ class Session : public std::enable_shared_from_this<Session> {
     int status = 0;  // HTTP status to send when !ok
     ProxyError error = ProxyError::proxy_internal_error;
     std::string message;
+    // A CONNECT allowed for inspection (a method/path rule names its host:port): nothing
+    // was dialled; each request inside is decided and dialled on its own.
+    bool inspect = false;
   };
   // A plain-HTTP request as method/path rules see it (policy/request_rule.hpp).
   struct RequestLine {
@@ -85,6 +90,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // connection. `method` and `host` may view the request head: they are copied first.
   asio::awaitable<void> refuse_invalid(std::string_view method, std::string host,
                                        std::uint16_t port, std::string detail, std::string message);
+  // Its record alone, for a refusal sent another way: inside an inspected connection,
+  // whose CONNECT's id is `tunnel`.
+  void record_invalid(std::string_view method, std::string_view host, std::uint16_t port,
+                      std::string detail, std::uint64_t tunnel = 0);
 
   asio::ip::tcp::socket& client() { return client_; }
   asio::ip::tcp::socket& upstream() { return upstream_; }
@@ -104,6 +113,14 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void busy();   // a request is in progress: the idle deadline applies
   void touch();  // bytes moved on a tunnel or body: push the idle deadline
+  // An inspected connection's deadlines (inspect.cpp): waiting for its next request (the
+  // header time-out, and a drain closes it), and a step that must end within `d`.
+  void wait_request();
+  void due_within(std::chrono::milliseconds d);
+  // TLS inspection, when the proxy has it (config: always), or null.
+  Inspection* inspection();
+  // Upstream connections dialled so far: a change says upstream() is a new connection.
+  std::uint64_t upstream_dials() const { return upstream_dials_; }
 
   // A record of this client's request for `host`:`port`; the decision fills the rest.
   // Its buffers are those of records already written (FoldingLog::reuse_buffers).
@@ -182,6 +199,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string upstream_host_;
   std::uint16_t upstream_port_ = 0;
   std::string upstream_addr_;
+  std::uint64_t upstream_dials_ = 0;
   asio::steady_timer timer_;
   bool timer_armed_ = false;
   clock::time_point deadline_ = clock::time_point::max();
@@ -209,6 +227,14 @@ class Session : public std::enable_shared_from_this<Session> {
 // `rec` lives in the caller's frame: a tunnel's frame stays small while it is open.
 asio::awaitable<void> tunnel(Session& s, const http::Authority& target,
                              decision_log::DecisionRecord& rec);
+// The SNI check's refusal of a tunnel: a deny record with the tunnel's id, and `rec`, its
+// close record to come, says the same.
+void record_refusal(Session& s, const TunnelCheck& check, decision_log::DecisionRecord& rec);
+// An inspected CONNECT, allowed and answered 200 (inspect.cpp): the SNI check, TLS with the
+// client, then each request decided, recorded and forwarded over TLS to upstream. Writes
+// `rec` as the connection's close record.
+asio::awaitable<void> inspect(Session& s, const http::Authority& target,
+                              decision_log::DecisionRecord& rec);
 // One absolute-form HTTP request, whose head is still at the front of client_bytes().
 // Returns true when the client connection may carry another request.
 asio::awaitable<bool> forward_http(Session& s, const http::RequestHead& head,

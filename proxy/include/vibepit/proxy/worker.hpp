@@ -30,6 +30,7 @@
 
 namespace vibepit::proxy {
 
+class Inspection;
 class Session;
 
 // How a worker reaches the outside: `lookup` resolves a name its resolver has not cached,
@@ -69,6 +70,9 @@ class Worker {
   void flush_log() { log_.flush(); }
   // This thread as the DNS server sees it.
   runtime::Loop loop() { return {&io_, &producer_}; }
+  // TLS inspection for CONNECTs that method/path rules name (inspection.hpp); without it
+  // such a CONNECT is refused. Before run(); it outlives this worker.
+  void set_inspection(Inspection* inspection) { inspection_ = inspection; }
   // Replace the ways out (component tests).
   void set_outside(LookupFn lookup, ConnectFn connect);
   // Serve a client accepted on this worker's loop (counted in `active` already): a new
@@ -85,6 +89,7 @@ class Worker {
   // Ask mode: whether a request that no rule allows is offered to pending() for holding.
   bool asking() const { return pending_ && pending_->asking(); }
   runtime::PendingTable& pending() { return *pending_; }
+  Inspection* inspection() { return inspection_; }
   // A resolver cache hit, or false.
   bool cached(const std::string& host, ResolveResult& out) { return resolver_.cached(host, out); }
   asio::awaitable<ResolveResult> lookup(std::string host) { return lookup_(std::move(host)); }
@@ -126,6 +131,7 @@ class Worker {
   decision_log::DecisionLog::Producer& producer_;
   std::atomic<std::size_t>& active_;
   runtime::PendingTable* pending_;
+  Inspection* inspection_ = nullptr;
   Resolver resolver_;
   decision_log::FoldingLog log_;  // deny records past decision-log-per-client are folded
   LookupFn lookup_;               // resolver_.async_resolve

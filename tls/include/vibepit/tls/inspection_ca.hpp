@@ -46,6 +46,9 @@ class InspectionCa {
   InspectionCa& operator=(const InspectionCa&) = delete;
 
   const std::string& cert_pem() const { return cert_pem_; }
+  X509* cert() const { return cert_.get(); }
+  // The key every leaf certifies (a TLS server signs its handshakes with it).
+  EVP_PKEY* leaf_key() const { return leaf_key_.get(); }
   // The leaf for `host`: a DNS name (normalised: lower case, no trailing dot) or an IP
   // address's text. Its subjectAltName names exactly that host; it ends when the CA does.
   // Safe from any thread; a leaf in use stays valid after it leaves the cache.
