@@ -38,7 +38,7 @@ ALLOWED = {
     "launcher/rules": {"launcher/host", "control", "policy"},
     "launcher/images": {"launcher/host", "docker"},
     "launcher/session": {"launcher/images", "launcher/rules", "launcher/guard", "launcher/host",
-                         "docker", "control", "runtime", "config", "policy"},
+                         "docker", "control", "tls", "runtime", "config", "policy"},
     "launcher/ci": {"policy"},
     "launcher/monitor": {"launcher/host"},
     "launcher/cli": ROOMS_BELOW_CLI | {"docker", "control", "runtime", "config", "http", "policy"},

@@ -36,6 +36,10 @@ void add_session_options(CLI::App* cmd, std::vector<std::string>& allow_http,
   cmd->add_option("--upstream-dns", s.upstream_dns,
                   "resolvers the proxy asks (default: the host's)")
       ->allow_extra_args(false);
+  cmd->add_option("--upstream-ca", s.upstream_ca,
+                  "also trust this PEM bundle for the upstreams of inspected hosts (a "
+                  "corporate CA); the host's system CAs are always trusted")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--sessions-dir", s.sessions_root,
                   "where sessions live (default: $XDG_STATE_HOME/vibepit/sessions)");
   cmd->add_option_function<std::string>(

@@ -150,9 +150,11 @@ class FakeInternet:
         self._popen([sys.executable, os.path.join(FAKES, "fake_dns.py"), "--listen", self.dns_addr,
                      "--port", "53", "--stats", stats], "fake_dns")
         # HTTPS on TLS_PORT with a certificate for allowed.test and forbidden.test (a CDN's
-        # two sites behind one address), from a CA of the module's own: tls_ca.
+        # two sites behind one address) and the names inspection's tests use, from a CA of
+        # the module's own: tls_ca.
         ca = TestCa(os.path.join(self.tmp, "tls"))
-        cert, key = ca.issue("upstream", "serverAuth", san="DNS:allowed.test,DNS:forbidden.test")
+        cert, key = ca.issue("upstream", "serverAuth",
+                             san="DNS:allowed.test,DNS:forbidden.test,DNS:inspected.test,DNS:late.test")
         self.tls_ca = ca.cert
         argv = [sys.executable, os.path.join(FAKES, "fake_upstream.py"), "--ready", ready,
                 "--log", os.path.join(self.tmp, "upstream-conns.ndjson"),

@@ -20,6 +20,7 @@
 #include <tuple>
 
 #include "beside.hpp"
+#include "ca_bundles.hpp"
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/docker/wire.hpp"
 #include "vibepit/launcher/guard/project_guard.hpp"
@@ -286,6 +287,10 @@ std::string Session::proxy_config() const {
       {"decision-log", std::string(kLogDirInContainer) + "/decisions.ndjson"},
       {"threads", 1},
   };
+  // TLS inspection: the CA's certificate for the launcher to read, and what upstreams are
+  // trusted by (the proxy's image has no CA store of its own).
+  cfg["inspect-ca-cert-out"] = std::string(kControlDirInContainer) + "/" + kInspectCaName;
+  if (upstream_cas()) cfg["upstream-ca-file"] = kProxyUpstreamCa;
   if (!spec_.upstream_dns.empty()) cfg["upstream-dns"] = spec_.upstream_dns;
   if (spec_.ask_timeout_ms != 0) {
     cfg["ask"] = true;
@@ -318,6 +323,11 @@ void Session::start_proxy(const control::PeerCredentials& server) {
     throw std::runtime_error("cannot hand " + control_dir.string() + " to the proxy's user");
   fs::permissions(control_dir, fs::perms(0700));
 
+  Json binds = {(spec_.dir / "proxy.json").string() + ":" + kProxyConfigInContainer + ":ro",
+                log_dir.string() + ":" + kLogDirInContainer + ":rw",
+                control_dir.string() + ":" + kControlDirInContainer + ":rw"};
+  if (upstream_cas())
+    binds.push_back((spec_.dir / kUpstreamCaFile).string() + ":" + kProxyUpstreamCa + ":ro");
   Json spec = {
       {"Image", spec_.proxy_image},
       {"Cmd", {"-c", kProxyConfigInContainer, "--credentials-fd", "0", "--session-id", spec_.id}},
@@ -339,10 +349,7 @@ void Session::start_proxy(const control::PeerCredentials& server) {
         {"MemorySwap", 512LL << 20},
         // Port 53 without CAP_NET_BIND_SERVICE: the sysctl is per network namespace.
         {"Sysctls", {{"net.ipv4.ip_unprivileged_port_start", "53"}}},
-        {"Binds",
-         {(spec_.dir / "proxy.json").string() + ":" + kProxyConfigInContainer + ":ro",
-          log_dir.string() + ":" + kLogDirInContainer + ":rw",
-          control_dir.string() + ":" + kControlDirInContainer + ":rw"}},
+        {"Binds", binds},
         {"LogConfig",
          {{"Type", "json-file"}, {"Config", {{"max-size", "10m"}, {"max-file", "2"}}}}}}},
       {"NetworkingConfig",
@@ -374,6 +381,7 @@ void Session::start_proxy(const control::PeerCredentials& server) {
   ::shutdown(h.fd, SHUT_WR);
   if (auto problem = wait_ready(h.fd, h.buffered, std::chrono::seconds(20)); !problem.empty())
     throw std::runtime_error("the proxy did not start: " + problem);
+  complete_sandbox_bundle();  // before the sandbox starts: its mount reads the file then
   if (report_) {
     char took[32];
     std::snprintf(
@@ -405,6 +413,7 @@ std::string Session::create_sandbox(docker::Client& engine) {
   const std::string home_dir = spec_.default_image ? "/home/code" : "/home/vibepit";
   Json env = sandbox_env();
   env.push_back("HOME=" + home_dir);
+  for (auto& v : ca_bundle_env(kSandboxCaBundle)) env.push_back(std::move(v));
   Json spec = {
       {"Image", spec_.sandbox_image},
       {"Env", env},
@@ -441,6 +450,10 @@ std::string Session::create_sandbox(docker::Client& engine) {
           {{"Type", "bind"},
            {"Source", (spec_.dir / "resolv.conf").string()},
            {"Target", "/etc/resolv.conf"},
+           {"ReadOnly", true}},
+          {{"Type", "bind"},
+           {"Source", (spec_.dir / kSandboxCaFile).string()},
+           {"Target", kSandboxCaBundle},
            {"ReadOnly", true}}}}}},
       {"NetworkingConfig",
        {{"EndpointsConfig", {{session_net_, {{"IPAMConfig", {{"IPv4Address", sandbox_ip_}}}}}}}}},

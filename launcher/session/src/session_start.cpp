@@ -181,6 +181,7 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   spec.cpus = req.sandbox.cpus < 0 ? default_cpus() : req.sandbox.cpus;
   spec.upstream_dns =
       req.sandbox.upstream_dns.empty() ? host_resolvers(report) : req.sandbox.upstream_dns;
+  spec.upstream_ca = req.sandbox.upstream_ca;
   spec.egress_network = req.sandbox.egress_network;
   spec.home = req.home;
   spec.home_cache_key = req.home_cache_key;
@@ -236,6 +237,7 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
     };
   Session session(docker, spec, said);
   session.create_networks();  // 3
+  session.prepare_ca_bundles();
   after_step("network");
   // The client set names this launcher before anything else of the session runs, so that
   // `vibepit prune` leaves the session alone; the control socket appears once the proxy is

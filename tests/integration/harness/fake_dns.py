@@ -47,6 +47,9 @@ ZONE = {
     "www.wild.test": {A: ["198.51.100.12"]},
     "a.b.wild.test": {A: ["198.51.100.12"]},
     "third.test": {A: ["198.51.100.13"]},
+    # TLS inspection's e2e: hosts the fake internet's certificate names beside allowed.test
+    "inspected.test": {A: ["198.51.100.10"]},
+    "late.test": {A: ["198.51.100.10"]},
     # vibepit ci's learn test: several names under one registrable domain, one elsewhere
     "a.pkg.test": {A: ["198.51.100.10"]},
     "b.pkg.test": {A: ["198.51.100.10"]},

@@ -37,6 +37,8 @@ struct SessionSpec {
   std::int64_t memory = 4LL << 30;        // bytes
   double cpus = 0;                        // 0: no limit (SandboxSettings: default_cpus())
   std::vector<std::string> upstream_dns;  // ADDR[:PORT]
+  // A PEM bundle the proxy trusts for inspected upstreams beside the host's system CAs.
+  std::filesystem::path upstream_ca;
   std::string subnet_pool = "10.219.0.0/16";
   // Test-only: an existing network (e.g. the test's fake internet) as the egress network.
   std::string egress_network;
@@ -65,6 +67,10 @@ class Session {
   Session(docker::Client& docker, SessionSpec spec, Report report);
 
   void create_networks();
+  // The CA bundles in the session directory, before the proxy starts and the sandbox is
+  // made: the proxy's for upstreams (the host's system CAs and --upstream-ca), and the
+  // sandbox's, which start_proxy completes with the inspection CA once the proxy made it.
+  void prepare_ca_bundles();
   // The control API's address for session.json, known before the proxy starts:
   // "unix:SESSION_DIR/control/control.sock".
   std::string control_address() const;
@@ -88,6 +94,11 @@ class Session {
   // gateways of the engine's networks (create_networks() reads them).
   std::vector<std::string> block_ranges() const;
   std::vector<std::string> sandbox_env() const;
+  // The inspection CA's certificate (the proxy wrote it) added to the host's CAs, in the
+  // sandbox's bundle.
+  void complete_sandbox_bundle();
+  // Whether the proxy is given a bundle for upstreams (the host has CAs, or --upstream-ca).
+  bool upstream_cas() const { return !system_cas_.empty() || !spec_.upstream_ca.empty(); }
   // The volume for the sandbox's home (found or made).
   std::string home_volume(docker::Client& engine);
 
@@ -97,6 +108,7 @@ class Session {
   std::string session_net_, egress_net_;
   std::string proxy_ip_, proxy_egress_ip_, sandbox_ip_;
   std::vector<std::string> engine_host_ranges_;
+  std::string system_cas_;  // the host's CA bundle (PEM), or empty when it has none
   std::string proxy_id_, sandbox_id_;
 };
 

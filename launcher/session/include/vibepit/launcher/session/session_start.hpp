@@ -24,6 +24,7 @@ struct SandboxSettings {
   std::string memory = "4g";
   double cpus = -1;                       // 0: no limit; below 0: default_cpus()
   std::vector<std::string> upstream_dns;  // empty: the host's resolvers
+  std::filesystem::path upstream_ca;      // --upstream-ca: trusted for inspected upstreams
   std::string egress_network;             // test-only (VIBEPIT_TEST_EGRESS_NETWORK)
   std::filesystem::path sessions_root;    // empty: $XDG_STATE_HOME/vibepit/sessions
   std::optional<AgentUser> user;          // --user; else agent_user.hpp's rule
