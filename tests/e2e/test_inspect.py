@@ -117,6 +117,8 @@ class InspectTest(unittest.TestCase):
                 and r.get("event") == "decision"]
         self.assertIn(("GET", "/admin", "deny"), [(r["method"], r.get("path"), r["verdict"]) for r in recs])
         self.assertIn(("GET", "/ok/curl", "allow"), [(r["method"], r.get("path"), r["verdict"]) for r in recs])
+        r = self.ws.vibepit(INTERNET, ["logs", "--denied", "-n", "500"])
+        self.assertIn("inspected.test:%d/admin" % PORT, r.stdout)
 
     def test_a_rule_added_at_runtime_inspects_from_the_next_connection(self):
         curl = "curl -sS -o /dev/null -w '%%{http_code}' --cacert tls-ca.pem https://late.test:%d/x/1" % PORT

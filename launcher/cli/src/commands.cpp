@@ -320,7 +320,9 @@ std::string format_record(const std::string& line, bool color, bool denied_only)
     }
   } else {
     what = str(j, "method");
-    target = str(j, "host") + ":" + str(j, "port");
+    // A request decided by method/path rules (plain HTTP, or inside an inspected CONNECT):
+    // its normalised path after the authority.
+    target = str(j, "host") + ":" + str(j, "port") + str(j, "path");
     if (close) {
       detail = str(j, "bytes_up") + " B up, " + str(j, "bytes_down") + " B down, " + str(j, "ms") +
                " ms";
@@ -329,8 +331,9 @@ std::string format_record(const std::string& line, bool color, bool denied_only)
     } else {
       detail = str(j, "status");
       if (!str(j, "addr").empty()) detail += (detail.empty() ? "" : " ") + str(j, "addr");
-      // A denial's own words: what the SNI check saw, what an address check blocked.
-      if (!allow && !str(j, "detail").empty()) {
+      // A refusal's own words: what the SNI check saw, what an address check blocked, why an
+      // allowed request's upstream failed (its dial, its certificate).
+      if (!str(j, "detail").empty()) {
         detail += (detail.empty() ? "" : ": ") + str(j, "detail");
       }
       if (!str(j, "hold").empty()) {
