@@ -65,13 +65,12 @@ def move_log_writer(topo, pid, who):
                    stdout=subprocess.DEVNULL)
 
 
-def start_squid(topo):
-    d = os.path.join(topo.tmp, "squid")
-    os.makedirs(d, exist_ok=True)
+def write_squid_conf(d, head):
+    """squid.conf in `d`: `head` (its http_port and what goes with it), then what every
+    squid here shares: one worker's files in `d`, no cache, the fake DNS, allowed.test only."""
     conf = os.path.join(d, "squid.conf")
     with open(conf, "w") as f:
-        f.write("""http_port {listen}:3128
-pid_filename {d}/squid.pid
+        f.write(head + """pid_filename {d}/squid.pid
 cache_effective_user proxy
 cache deny all
 cache_mem 8 MB
@@ -87,7 +86,14 @@ acl allowed dstdomain allowed.test
 acl CONNECT method CONNECT
 http_access allow allowed
 http_access deny all
-""".format(d=d, dns=netns.DNS_ADDR, listen=PROXY_ADDR))
+""".format(d=d, dns=netns.DNS_ADDR))
+    return conf
+
+
+def start_squid(topo):
+    d = os.path.join(topo.tmp, "squid")
+    os.makedirs(d, exist_ok=True)
+    conf = write_squid_conf(d, "http_port %s:3128\n" % PROXY_ADDR)
     shutil.chown(d, "proxy")
     os.chmod(topo.tmp, 0o755)  # squid runs as "proxy" and must reach its directory
     p = topo.popen(topo.px, ["squid", "-N", "-f", conf], log="squid")

@@ -34,7 +34,7 @@ import time
 
 from bench.lib import ROOT, cpu
 from bench.lib.memory import rss_kib
-from bench.lib.peers import wait_for_listen
+from bench.lib.peers import wait_for_listen, write_squid_conf
 from bench.lib.report import publish
 from bench.lib.stats import median, median_interval
 from bench.lib.topology import LOAD_CPU, PROXY_ADDR, SERVER, BenchTopology
@@ -84,9 +84,7 @@ def start_squid(topo, upstream_ca):
     db = os.path.join(d, "ssl_db")
     subprocess.run(["/usr/lib/squid/security_file_certgen", "-c", "-s", db, "-M", "16MB"],
                    check=True, capture_output=True)
-    conf = os.path.join(d, "squid.conf")
-    with open(conf, "w") as f:
-        f.write("""http_port {listen}:3128 ssl-bump tls-cert={cert} tls-key={key} \\
+    conf = write_squid_conf(d, """http_port {listen}:3128 ssl-bump tls-cert={cert} tls-key={key} \\
     generate-host-certificates=on dynamic_cert_mem_cache_size=16MB
 sslcrtd_program /usr/lib/squid/security_file_certgen -s {db} -M 16MB
 sslcrtd_children 4 startup=1 idle=1
@@ -94,23 +92,7 @@ tls_outgoing_options cafile={upstream_ca}
 acl step1 at_step SslBump1
 ssl_bump peek step1
 ssl_bump bump all
-pid_filename {d}/squid.pid
-cache_effective_user proxy
-cache deny all
-cache_mem 8 MB
-access_log stdio:{d}/access.log
-cache_log {d}/cache.log
-cache_store_log none
-coredump_dir {d}
-hosts_file none
-dns_nameservers {dns}
-max_filedescriptors 65536
-shutdown_lifetime 1 seconds
-acl allowed dstdomain {host}
-http_access allow allowed
-http_access deny all
-""".format(listen=PROXY_ADDR, cert=cert, key=key, db=db, upstream_ca=upstream_ca, d=d,
-           dns=netns.DNS_ADDR, host=HOST))
+""".format(listen=PROXY_ADDR, cert=cert, key=key, db=db, upstream_ca=upstream_ca))
     for root, dirs, files in os.walk(d):
         for name in dirs + files:
             shutil.chown(os.path.join(root, name), "proxy")
