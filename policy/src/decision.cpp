@@ -105,13 +105,24 @@ std::optional<std::string_view> http_key(std::string_view host, std::uint16_t po
   return name;
 }
 
+// Whether a credential names host:port: its requests get the credential, so it is inspected.
+bool has_credential(std::string_view key, std::uint16_t port, const Snapshot& snap) {
+  if (!snap.credentials) return false;
+  for (const auto& c : *snap.credentials) {
+    if (credential_matches(c.spec, key, port)) return true;
+  }
+  return false;
+}
+
 // host:port against the rules: a plain rule allows it whole; rules with methods and a path
-// allow it as far as its requests go (per_request), and make it inspected either way.
+// allow it as far as its requests go (per_request), and make it inspected either way, as a
+// credential for it does.
 Decision match_http(std::string_view key, std::uint16_t port, const Snapshot& snap) {
   const HttpRule* plain = snap.http.match(key, port);
   const HttpRule* inspecting = snap.http.inspection_rule(key, port);
   Decision d = from_match(plain != nullptr ? plain : inspecting);
-  d.inspect = inspecting != nullptr;
+  // A credential never allows anything by itself; it only makes its host inspected.
+  d.inspect = inspecting != nullptr || has_credential(key, port, snap);
   d.per_request = plain == nullptr && inspecting != nullptr;
   return d;
 }

@@ -11,6 +11,9 @@
 // thread take write_mu_ to copy latest_, which happens once per thread per publish.
 #include "vibepit/policy/snapshot.hpp"
 
+#include "vibepit/policy/name.hpp"
+
+#include <algorithm>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -121,6 +124,66 @@ std::shared_ptr<Snapshot> with_added(const Snapshot& base, ParsedRules added) {
   for (auto& rule : added.allow_http) add_rule(snap->http, snap->rules.allow_http, std::move(rule));
   for (auto& rule : added.allow_dns) add_rule(snap->dns, snap->rules.allow_dns, std::move(rule));
   return snap;
+}
+
+std::shared_ptr<Snapshot> with_credential(const Snapshot& base, Credential c) {
+  auto snap = std::make_shared<Snapshot>(base);
+  auto list = base.credentials ? std::make_shared<Credentials>(*base.credentials)
+                               : std::make_shared<Credentials>();
+  auto same = std::find_if(list->begin(), list->end(),
+                           [&](const Credential& x) { return x.spec.name == c.spec.name; });
+  if (same != list->end()) {
+    *same = std::move(c);
+  } else {
+    list->push_back(std::move(c));
+  }
+  snap->credentials = std::move(list);
+  return snap;
+}
+
+std::shared_ptr<Snapshot> without_credential(const Snapshot& base, std::string_view name) {
+  if (!base.credentials) return nullptr;
+  auto list = std::make_shared<Credentials>(*base.credentials);
+  if (std::erase_if(*list, [&](const Credential& x) { return x.spec.name == name; }) == 0)
+    return nullptr;
+  auto snap = std::make_shared<Snapshot>(base);
+  if (list->empty()) list.reset();
+  snap->credentials = std::move(list);
+  return snap;
+}
+
+const Credential* credential_conflict(const Snapshot& snap, const CredentialSpec& spec) {
+  if (!snap.credentials) return nullptr;
+  for (const auto& c : *snap.credentials) {
+    if (c.spec.name != spec.name && c.spec.host.text == spec.host.text &&
+        iequals_ascii(c.spec.header, spec.header))
+      return &c;
+  }
+  return nullptr;
+}
+
+void credentials_for(std::string_view host, std::uint16_t port, const Snapshot& snap,
+                     std::vector<const Credential*>& out) {
+  out.clear();
+  if (!snap.credentials) return;
+  std::string storage;
+  std::string_view key;
+  if (auto ip = IpAddr::parse(
+          host.size() >= 2 && host.front() == '[' ? host.substr(1, host.size() - 2) : host)) {
+    storage = ip->to_string();
+    key = storage;
+  } else if (auto name = matchable_name(host, storage)) {
+    key = *name;
+  } else {
+    return;
+  }
+  for (const auto& c : *snap.credentials) {
+    if (!credential_matches(c.spec, key, port)) continue;
+    const bool header_taken = std::any_of(out.begin(), out.end(), [&](const Credential* x) {
+      return iequals_ascii(x->spec.header, c.spec.header);
+    });
+    if (!header_taken) out.push_back(&c);
+  }
 }
 
 SnapshotStore::SnapshotStore(std::shared_ptr<const Snapshot> initial)

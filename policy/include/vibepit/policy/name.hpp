@@ -50,4 +50,15 @@ inline bool is_ascii_upper(char c) {
   return c >= 'A' && c <= 'Z';
 }
 
+// Equal but for the case of ASCII letters (field names, DNS names).
+inline bool iequals_ascii(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const char x = is_ascii_upper(a[i]) ? static_cast<char>(a[i] - 'A' + 'a') : a[i];
+    const char y = is_ascii_upper(b[i]) ? static_cast<char>(b[i] - 'A' + 'a') : b[i];
+    if (x != y) return false;
+  }
+  return true;
+}
+
 }  // namespace vibepit::policy

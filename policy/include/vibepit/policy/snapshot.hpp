@@ -14,6 +14,7 @@
 
 #include "vibepit/policy/classify.hpp"
 #include "vibepit/policy/cow.hpp"
+#include "vibepit/policy/credential.hpp"
 #include "vibepit/policy/matcher.hpp"
 #include "vibepit/policy/rules.hpp"
 
@@ -52,6 +53,9 @@ struct Snapshot {
   DnsMatcher dns;
   Classifier classifier;
   RuleTexts rules;
+  // Credentials (credential.hpp) in the order they were added; null when there are none.
+  // Their hosts are inspected, as a method/path rule's are.
+  std::shared_ptr<const Credentials> credentials;
 };
 
 // Compile and validate a whole rule set. Any invalid entry fails the whole set.
@@ -71,6 +75,19 @@ struct ParsedRules {
 // a rule equal to one present is skipped. The cost grows with the rules added, not with
 // the rules in `base`: the copy shares base's parts and copies only those it changes.
 std::shared_ptr<Snapshot> with_added(const Snapshot& base, ParsedRules added);
+
+// A mutable copy of `base` in which `c` takes the place of the credential of the same name,
+// or follows the others. The replaced one's value is wiped once no snapshot holds it.
+std::shared_ptr<Snapshot> with_credential(const Snapshot& base, Credential c);
+// A mutable copy of `base` without credential `name`; null when it has none of that name.
+std::shared_ptr<Snapshot> without_credential(const Snapshot& base, std::string_view name);
+// The credential other than one named spec.name that sets the same header on the same
+// host text, or null: two of them would leave the header to whichever came first.
+const Credential* credential_conflict(const Snapshot& snap, const CredentialSpec& spec);
+// The credentials for a request to host:port, the first for each header name, into `out`
+// (cleared first). `host` as a request names it: normalised here.
+void credentials_for(std::string_view host, std::uint16_t port, const Snapshot& snap,
+                     std::vector<const Credential*>& out);
 
 class SnapshotStore {
  public:
