@@ -18,14 +18,17 @@
 #include "vibepit/config/config.hpp"
 #include "vibepit/config/system_resolvers.hpp"
 #include "vibepit/control/plane.hpp"
+#include "vibepit/control/startup_channel.hpp"
 #include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/dns/server.hpp"
 #include "vibepit/policy/ip.hpp"
+#include "vibepit/policy/name.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/inspection.hpp"
 #include "vibepit/proxy/resolver.hpp"
 #include "vibepit/proxy/server.hpp"
 #include "vibepit/runtime/pending.hpp"
+#include "vibepit/secret/source.hpp"
 #include "vibepit/tls/inspection_ca.hpp"
 
 namespace {
@@ -73,6 +76,72 @@ void write_ca_cert(const std::string& path, const std::string& pem) {
   }
 }
 
+// One config credential with its value read (docs/credentials.md). Throws with the name and
+// what is wrong, never a byte of the value.
+vibepit::policy::Credential read_credential(const vibepit::config::CredentialConfig& c) {
+  try {
+    auto raw = c.from_file.empty() ? vibepit::secret::take_env(c.from_env)
+                                   : vibepit::secret::read_file(c.from_file);
+    return {c.spec, vibepit::policy::header_value(c.spec, raw->reveal())};
+  } catch (const std::exception& e) {
+    throw std::runtime_error("credential " + c.spec.name + ": " + e.what());
+  }
+}
+
+// The config's credentials, read before any thread starts (take_env must be).
+std::shared_ptr<const vibepit::policy::Credentials> read_credentials(
+    const vibepit::config::Config& cfg) {
+  if (cfg.credentials.empty()) return nullptr;
+  auto out = std::make_shared<vibepit::policy::Credentials>();
+  for (const auto& c : cfg.credentials) out->push_back(read_credential(c));
+  return out;
+}
+
+// The config's credentials and the start-up channel's together; one name or one header on
+// one host twice is an error.
+std::shared_ptr<const vibepit::policy::Credentials> with_channel(
+    std::shared_ptr<const vibepit::policy::Credentials> config,
+    std::vector<vibepit::policy::Credential> channel) {
+  if (channel.empty()) return config;
+  auto out = config ? std::make_shared<vibepit::policy::Credentials>(*config)
+                    : std::make_shared<vibepit::policy::Credentials>();
+  for (auto& c : channel) {
+    for (const auto& o : *out) {
+      if (o.spec.name == c.spec.name ||
+          (o.spec.host.text == c.spec.host.text &&
+           vibepit::policy::iequals_ascii(o.spec.header, c.spec.header)))
+        throw std::runtime_error("credential " + c.spec.name + " from the start-up channel " +
+                                 "clashes with credential " + o.spec.name + " of the config");
+    }
+    out->push_back(std::move(c));
+  }
+  return out;
+}
+
+// SIGHUP: the from-file credentials again, all or none (a file being rewritten must not
+// take one away).
+void reread_credentials(const vibepit::config::Config& cfg, vibepit::control::RuleUpdater& rules) {
+  std::vector<vibepit::policy::Credential> fresh;
+  try {
+    for (const auto& c : cfg.credentials) {
+      if (!c.from_file.empty()) fresh.push_back(read_credential(c));
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("credentials not re-read, those in force stay: {}", e.what());
+    return;
+  }
+  for (auto& c : fresh) {
+    const std::string name = c.spec.name;
+    bool replaced = false;
+    auto set = rules.set_credential(std::move(c), replaced);
+    if (auto* why = std::get_if<std::string>(&set)) {
+      spdlog::error("credential {} not re-read: {}", name, *why);
+    } else {
+      spdlog::info("credential {} re-read, generation {}", name, std::get<std::uint64_t>(set));
+    }
+  }
+}
+
 int wait_for_signal() {
   sigset_t set;
   sigemptyset(&set);
@@ -96,9 +165,10 @@ int run(int argc, char** argv) {
   app.add_option("--session-dir", session_dir,
                  "standalone control API: make this session's mTLS credentials and write the "
                  "client's set (and session.json) into DIR");
-  app.add_option("--credentials-fd", control_opts.credentials_fd,
-                 "read the control server's credentials from this inherited descriptor "
-                 "(JSON {ca, cert, key}; the launcher's way)")
+  int credentials_fd = -1;
+  app.add_option("--credentials-fd", credentials_fd,
+                 "read the start-up channel from this inherited descriptor: the control "
+                 "server's credentials, then any credentials' values (the launcher's way)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--session-id", control_opts.session_id,
                  "session id for certificate names (default: the session directory's name)");
@@ -110,6 +180,7 @@ int run(int argc, char** argv) {
 
   vibepit::config::Config cfg;
   std::string upstream_source = "the config";
+  std::shared_ptr<const vibepit::policy::Credentials> credentials;
   try {
     cfg = vibepit::config::load_config(config_path);
     if (cfg.upstream_dns().empty()) {
@@ -121,14 +192,25 @@ int run(int argc, char** argv) {
     std::cerr << "vibepit-proxy: invalid configuration " << config_path << ": " << e.what() << "\n";
     return 2;
   }
-  const bool have_credentials = !session_dir.empty() || control_opts.credentials_fd >= 0;
+  try {
+    credentials = read_credentials(cfg);
+    if (credentials_fd >= 0 && !check_only) {
+      auto channel = vibepit::control::read_startup_channel(credentials_fd);
+      control_opts.server_credentials = std::move(channel.server);
+      credentials = with_channel(std::move(credentials), std::move(channel.credentials));
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "vibepit-proxy: " << e.what() << "\n";
+    return 2;
+  }
+  const bool have_credentials = !session_dir.empty() || credentials_fd >= 0;
   if ((!cfg.control.listen.empty() || !cfg.control.socket.empty()) && !have_credentials) {
     std::cerr << "vibepit-proxy: control-listen or control-socket is set, but the control API "
                  "needs credentials: "
                  "pass --session-dir DIR or --credentials-fd N\n";
     return 2;
   }
-  if (!session_dir.empty() && control_opts.credentials_fd >= 0) {
+  if (!session_dir.empty() && credentials_fd >= 0) {
     std::cerr << "vibepit-proxy: --session-dir and --credentials-fd exclude each other\n";
     return 2;
   }
@@ -153,9 +235,12 @@ int run(int argc, char** argv) {
     // Scripts parse this line too: "upstream dns ADDR:PORT... (from SOURCE)".
     spdlog::info("upstream dns {} (from {})", upstreams, upstream_source);
     vibepit::runtime::resolver_library_init();
-    auto compiled = vibepit::policy::compile(cfg.rules, 1);
-    vibepit::policy::SnapshotStore store(
-        std::get<std::shared_ptr<const vibepit::policy::Snapshot>>(compiled));
+    auto compiled = std::get<std::shared_ptr<vibepit::policy::Snapshot>>(
+        vibepit::policy::compile_mutable(cfg.rules, 1));
+    compiled->credentials = std::move(credentials);
+    vibepit::policy::SnapshotStore store(std::move(compiled));
+    // Rule writers are serialised by one updater: the control plane's, or this one.
+    std::optional<vibepit::control::RuleUpdater> local_rules;
     // The control thread reads the log's ring, and the log's writer thread feeds the control
     // plane's counters. So, on every way out of this scope: the control thread stops first
     // (stop_control), then the log's writer (~DecisionLog), and only then is the control
@@ -218,16 +303,21 @@ int run(int argc, char** argv) {
     server.start();
     if (dns) dns->start();
     if (control) control->start();
-    spdlog::info("ready: {} allow-http, {} allow-dns rules, generation {}",
-                 cfg.rules.allow_http.size(), cfg.rules.allow_dns.size(), store.generation());
+    spdlog::info("ready: {} allow-http, {} allow-dns rules, {} credentials, generation {}",
+                 cfg.rules.allow_http.size(), cfg.rules.allow_dns.size(),
+                 store.current()->credentials ? store.current()->credentials->size() : 0,
+                 store.generation());
+    if (!control) local_rules.emplace(store);
+    auto& rules = control ? control->rules() : *local_rules;
     if (cfg.ask.enabled) {
       spdlog::info("ask mode: a request no rule allows is held up to {} ms for a decision",
                    cfg.ask.timeout.count());
     }
     int sig = wait_for_signal();
     for (; sig == SIGHUP; sig = wait_for_signal()) {
-      spdlog::info("signal {}: reopening the decision log", sig);
+      spdlog::info("signal {}: reopening the decision log, re-reading credential files", sig);
       log.reopen();
+      reread_credentials(cfg, rules);
     }
     spdlog::info("signal {}: draining (up to {} ms)", sig, cfg.proxy.drain_timeout.count());
     if (dns) dns->stop();

@@ -1,7 +1,9 @@
 #include "vibepit/config/config.hpp"
 #include "vibepit/policy/dns_types.hpp"
 #include "vibepit/policy/ip.hpp"
+#include "vibepit/policy/name.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <optional>
@@ -225,6 +227,54 @@ bool parse_control_key(const std::string& key, const json& v, ControlConfig& c) 
   return true;
 }
 
+// One entry of key credentials: {name, host, header?, format?, from-file | from-env}.
+CredentialConfig parse_credential_entry(const json& v, std::size_t index) {
+  const std::string key = "credentials";
+  const std::string at = "entry " + std::to_string(index) + ": ";
+  if (!v.is_object()) throw ConfigError(key, at + "must be an object, got " + type_name(v));
+  std::string fields[6];  // name, host, header, format, from-file, from-env
+  static const char* const kFields[6] = {"name",   "host",      "header",
+                                         "format", "from-file", "from-env"};
+  for (const auto& [k, x] : v.items()) {
+    const auto* f = std::find(std::begin(kFields), std::end(kFields), k);
+    if (f == std::end(kFields)) {
+      throw ConfigError(key, at + "unknown key \"" + k.substr(0, 32) +
+                                 "\" (name, host, header, format, from-file, from-env; a value "
+                                 "is never written in the config)");
+    }
+    if (!x.is_string() || x.get<std::string>().empty())
+      throw ConfigError(key, at + k + " must be a non-empty string");
+    fields[f - std::begin(kFields)] = x.get<std::string>();
+  }
+  if (fields[0].empty() || fields[1].empty()) throw ConfigError(key, at + "needs name and host");
+  auto made = policy::make_credential(fields[0], fields[1], fields[2], fields[3]);
+  if (auto* e = std::get_if<policy::RuleError>(&made)) throw ConfigError(key, e->message());
+  CredentialConfig c{std::move(std::get<policy::CredentialSpec>(made)), fields[4], fields[5]};
+  if (c.from_file.empty() == c.from_env.empty())
+    throw ConfigError(key, at + "needs exactly one of from-file and from-env");
+  if (!c.from_file.empty() && c.from_file.front() != '/')
+    throw ConfigError(key, at + "from-file must be an absolute path");
+  return c;
+}
+
+std::vector<CredentialConfig> parse_credentials(const json& v) {
+  if (!v.is_array()) throw ConfigError("credentials", "must be a list of objects");
+  std::vector<CredentialConfig> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    auto c = parse_credential_entry(v[i], i);
+    for (const auto& o : out) {
+      if (o.spec.name == c.spec.name)
+        throw ConfigError("credentials", "two credentials are named " + c.spec.name);
+      if (o.spec.host.text == c.spec.host.text &&
+          policy::iequals_ascii(o.spec.header, c.spec.header))
+        throw ConfigError("credentials", o.spec.name + " and " + c.spec.name + " both set " +
+                                             c.spec.header + " on " + c.spec.host.text);
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string Endpoint::to_string() const {
@@ -291,6 +341,8 @@ Config parse_config(std::string_view json_text) {
       cfg.rules.allow_http = string_list(v, key);
     } else if (key == "allow-dns") {
       cfg.rules.allow_dns = string_list(v, key);
+    } else if (key == "credentials") {
+      cfg.credentials = parse_credentials(v);
     } else if (key == "block-cidr") {
       cfg.rules.block_cidr = string_list(v, key);
     } else if (key == "mode") {

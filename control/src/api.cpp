@@ -1,10 +1,12 @@
 #include "vibepit/control/api.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 
 #include <nlohmann/json.hpp>
 
+#include "api_responses.hpp"
 #include "vibepit/http/head.hpp"
 
 namespace vibepit::control {
@@ -54,13 +56,6 @@ Framed frame_error(int status, std::string why) {
   return f;
 }
 
-ApiResponse json_response(int status, const json& j) {
-  ApiResponse r;
-  r.status = status;
-  r.body = j.dump() + "\n";
-  return r;
-}
-
 json ask_json(const AskSettings& a) {
   return {{"enabled", a.enabled},
           {"timeout_ms", a.timeout_ms},
@@ -68,13 +63,29 @@ json ask_json(const AskSettings& a) {
           {"max", a.max_total}};
 }
 
+// Each credential as NAME=HOST:PORT,header=H,format=F: never a value.
+json credential_texts(const policy::Snapshot& snap) {
+  json out = json::array();
+  if (snap.credentials) {
+    for (const auto& c : *snap.credentials) out.push_back(c.spec.text());
+  }
+  return out;
+}
+
+}  // namespace
+
+ApiResponse json_response(int status, const nlohmann::json& j) {
+  ApiResponse r;
+  r.status = status;
+  r.body = j.dump() + "\n";
+  return r;
+}
+
 ApiResponse method_not_allowed(const char* allow) {
   auto r = error_response(405, std::string("method not allowed; use ") + allow);
   r.headers.emplace_back("Allow", allow);
   return r;
 }
-
-}  // namespace
 
 std::string error_json(std::string_view message) {
   return json{{"error", std::string(message)}}.dump(-1, ' ', false,
@@ -175,11 +186,13 @@ Framed frame_request(std::string_view buf, const ApiLimits& limits, ApiRequest& 
     }
     body_len = static_cast<std::size_t>(*v);
   }
-  if (out.method == "POST" && lengths == 0) {
-    return frame_error(411, "POST needs a Content-Length");
+  if ((out.method == "POST" || out.method == "PUT") && lengths == 0) {
+    return frame_error(411, out.method + " needs a Content-Length");
   }
   if (buf.size() - head.head_size < body_len) return {};
-  out.body = std::string(buf.substr(head.head_size, body_len));
+  // On the heap from the first byte, where freeing wipes it (a secret's value may be in it).
+  out.body.reserve(std::max(body_len, secret::kNoInline));
+  out.body.assign(buf.substr(head.head_size, body_len));
   Framed f;
   f.state = FrameState::complete;
   f.consumed = head.head_size + body_len;
@@ -227,6 +240,7 @@ ApiResponse ControlApi::handle(const ApiRequest& req) const {
     }
     return p == "/v1/ask" ? set_ask(req) : refuse_pending(req);
   }
+  if (p == "/v1/secrets" || p.starts_with("/v1/secrets/")) return secrets(req);
   if (p == "/v1/inspect-ca") {
     if (!get) return method_not_allowed("GET");
     if (inspect_ca_.empty()) return error_response(404, "this proxy has no inspection CA");
@@ -252,7 +266,8 @@ ApiResponse ControlApi::rules_view() const {
                              {"mode", policy::to_string(snap->rules.mode)},
                              {"allow-http", snap->rules.allow_http.to_vector()},
                              {"allow-dns", snap->rules.allow_dns.to_vector()},
-                             {"block-cidr", snap->rules.block_cidr}});
+                             {"block-cidr", snap->rules.block_cidr},
+                             {"credentials", credential_texts(*snap)}});
 }
 
 ApiResponse ControlApi::add_rules(RuleList list, const ApiRequest& req) const {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <exception>
 #include <filesystem>
@@ -23,6 +24,7 @@
 #include "vibepit/control/tls.hpp"
 #include "vibepit/http/head.hpp"
 #include "vibepit/policy/ip.hpp"
+#include "vibepit/secret/secret.hpp"
 
 namespace vibepit::control {
 namespace {
@@ -190,8 +192,11 @@ std::string request_text(const std::string& method, const std::string& target,
   std::string out = method + " " + target + " HTTP/1.1\r\nHost: " + host +
                     "\r\nUser-Agent: vibepit\r\nConnection: close\r\n";
   if (body) {
-    out += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body->size()) +
-           "\r\n\r\n" + *body;
+    out.reserve(out.size() + 80 + body->size());  // one block: none left behind holds the body
+    out += method == "PUT" ? "Content-Type: application/octet-stream\r\n"
+                           : "Content-Type: application/json\r\n";
+    out += "Content-Length: " + std::to_string(body->size()) + "\r\n\r\n";
+    out += *body;
   } else {
     out += "\r\n";
   }
@@ -238,11 +243,32 @@ HttpResult ControlClient::post_json(const std::string& target, const std::string
   return call("POST", target, &body);
 }
 
+HttpResult ControlClient::put(const std::string& target, std::string_view body) {
+  secret::WipedString copy;
+  copy.reserve(std::max(body.size(), secret::kNoInline));
+  copy.assign(body);
+  std::string text(copy.begin(), copy.end());
+  struct Wipe {
+    std::string& s;
+    ~Wipe() { secret::wipe(s.data(), s.size()); }
+  } wipe{text};
+  return call("PUT", target, &text);
+}
+
+HttpResult ControlClient::remove(const std::string& target) {
+  return call("DELETE", target, nullptr);
+}
+
 HttpResult ControlClient::call(const std::string& method, const std::string& target,
                                const std::string* body) {
   HttpResult out;
   Call call(session_.client, host_, port_, socket_path_, timeout_);
-  const auto text = request_text(method, target, host_, body);
+  // Wiped once sent: a PUT /v1/secrets body is a credential's value.
+  std::string text = request_text(method, target, host_, body);
+  struct Wipe {
+    std::string& s;
+    ~Wipe() { secret::wipe(s.data(), s.size()); }
+  } wipe{text};
   call.run([&](Call& c) -> asio::awaitable<void> {
     co_await c.open();
     co_await c.send(text);

@@ -135,34 +135,6 @@ class ControlPlane::Metrics : public StatsSource {
   const ServerCounters* server_ = nullptr;
 };
 
-PeerCredentials read_server_credentials(int fd) {
-  std::string text;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      throw std::runtime_error("cannot read credentials from descriptor " + std::to_string(fd));
-    if (n == 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-    if (text.size() > 1 << 20) throw std::runtime_error("credentials larger than 1 MiB");
-  }
-  ::close(fd);
-  PeerCredentials out;
-  try {
-    auto j = nlohmann::json::parse(text);
-    out.ca_cert_pem = j.at("ca").get<std::string>();
-    out.own.cert_pem = j.at("cert").get<std::string>();
-    out.own.key_pem = j.at("key").get<std::string>();
-  } catch (const nlohmann::json::exception& e) {
-    wipe(text);
-    throw std::runtime_error(std::string("credentials on the descriptor: expected ") +
-                             "{\"ca\", \"cert\", \"key\"} as JSON: " + e.what());
-  }
-  wipe(text);
-  return out;
-}
-
 // Ask mode's table as the API sees it. The API runs on one thread: a change of settings is
 // read, changed and written with no other change in between.
 class ControlPlane::Pending final : public PendingSource {
@@ -256,8 +228,9 @@ std::vector<asio::ip::tcp::endpoint> ControlPlane::listen() {
   so.idle = cfg_.idle;
 
   PeerCredentials server;
-  if (opts_.credentials_fd >= 0) {
-    server = read_server_credentials(opts_.credentials_fd);
+  if (opts_.server_credentials) {
+    server = std::move(*opts_.server_credentials);
+    opts_.server_credentials.reset();
   } else if (!opts_.session_dir.empty()) {
     CredentialOptions co;
     co.session_id = session_id_;

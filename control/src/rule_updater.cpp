@@ -81,8 +81,33 @@ std::uint64_t RuleUpdater::set_mode(policy::Mode mode, bool& changed) {
   return publish(std::move(next));
 }
 
+std::variant<std::uint64_t, std::string> RuleUpdater::set_credential(policy::Credential c,
+                                                                     bool& replaced) {
+  std::lock_guard lock(mu_);
+  auto snap = store_.current();
+  if (const auto* other = policy::credential_conflict(*snap, c.spec)) {
+    return "credential " + other->spec.name + " already sets " + other->spec.header + " on " +
+           other->spec.host.text + "; remove it first";
+  }
+  replaced = false;
+  if (snap->credentials) {
+    for (const auto& x : *snap->credentials) replaced = replaced || x.spec.name == c.spec.name;
+  }
+  return publish(policy::with_credential(*snap, std::move(c)));
+}
+
+std::optional<std::uint64_t> RuleUpdater::remove_credential(std::string_view name) {
+  std::lock_guard lock(mu_);
+  auto next = policy::without_credential(*store_.current(), name);
+  if (!next) return std::nullopt;
+  return publish(std::move(next));
+}
+
 std::uint64_t RuleUpdater::publish(std::shared_ptr<policy::Snapshot> next) {
   const auto generation = store_.publish(std::move(next));
+  // This thread's cached snapshot moves on now, so that it does not keep the one replaced
+  // (and a credential's value in it) alive until its next request.
+  (void)store_.current();
   if (on_publish_) on_publish_();
   return generation;
 }

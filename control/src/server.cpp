@@ -160,7 +160,10 @@ asio::awaitable<void> ControlServer::Impl::serve(Socket sock) {
     co_return;
   }
 
-  std::string buf;
+  // A request may carry a credential's value (PUT /v1/secrets/NAME): the bytes read are
+  // wiped as they are used, and the buffer's blocks when they are freed.
+  secret::WipedString buf;
+  buf.reserve(secret::kNoInline);
   char tmp[16 * 1024];
   const auto& limits = api.limits();
   for (;;) {
@@ -173,6 +176,7 @@ asio::awaitable<void> ControlServer::Impl::serve(Socket sock) {
       std::size_t n = co_await c->stream.async_read_some(asio::buffer(tmp), tok);
       if (ec) co_return;  // closed, reset, or the deadline passed
       buf.append(tmp, n);
+      secret::wipe(tmp, n);
       c->arm(opts.timeout);
     }
     ApiResponse resp;
@@ -180,6 +184,7 @@ asio::awaitable<void> ControlServer::Impl::serve(Socket sock) {
     if (f.state == FrameState::error) {
       resp = error_response(f.status, f.error);
     } else {
+      secret::wipe(buf.data(), f.consumed);
       buf.erase(0, f.consumed);
       counters.requests.fetch_add(1, std::memory_order_relaxed);
       keep_alive = req.keep_alive;

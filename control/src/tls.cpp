@@ -14,8 +14,9 @@ void common(asio::ssl::context& ctx, const PeerCredentials& creds) {
       SSL_CTX_set_max_proto_version(native, TLS1_3_VERSION) != 1) {
     throw std::runtime_error("tls: cannot restrict the context to TLS 1.3");
   }
-  // No session tickets or resumption: every connection proves its certificate again.
-  SSL_CTX_set_options(native, SSL_OP_NO_TICKET);
+  // No session tickets or resumption: every connection proves its certificate again. And
+  // what a record decrypts to is wiped once read: a credential's value travels this way.
+  SSL_CTX_set_options(native, SSL_OP_NO_TICKET | SSL_OP_CLEANSE_PLAINTEXT);
   SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_num_tickets(native, 0);
   asio::error_code ec;

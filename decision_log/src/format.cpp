@@ -268,6 +268,7 @@ void append_json_line(std::string& out, const DecisionRecord& r) {
   line.field("port", std::uint64_t{r.port});
   if (!r.path.empty()) line.field("path", r.path);
   if (r.tunnel != 0) line.field("tunnel", r.tunnel);
+  if (!r.credential.empty()) line.field("credential", r.credential);
   line.field("verdict", policy::to_string(r.verdict));
   line.field("reason", policy::to_string(r.reason));
   line.field("rule", r.rule);

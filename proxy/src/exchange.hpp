@@ -29,6 +29,7 @@
 #include "vibepit/proxy/join.hpp"
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/session.hpp"
+#include "vibepit/secret/secret.hpp"
 
 namespace vibepit::proxy::exchange_detail {
 
@@ -206,10 +207,12 @@ asio::awaitable<bool> forward_response(Ends& e, std::string_view method, bool cl
 
 // The allowed request on the dialled upstream: the head and body up, the response down.
 // Fills `rec`'s totals and status; an exchange that fails before the response starts gets
-// an error response here. Whether the client connection may carry another request.
+// an error response here. Whether the client connection may carry another request. With
+// `wipe_head` (a credential's secret is in it), the head's bytes are wiped once written.
 template <typename Ends>
-asio::awaitable<bool> exchange(Ends& e, std::string_view method, const std::string& upstream_head,
-                               const Checked& req, decision_log::DecisionRecord& rec) {
+asio::awaitable<bool> exchange(Ends& e, std::string_view method, std::string& upstream_head,
+                               const Checked& req, decision_log::DecisionRecord& rec,
+                               bool wipe_head = false) {
   Session& s = e.session();
   rec.totals = true;
   const auto started = Session::clock::now();
@@ -221,6 +224,7 @@ asio::awaitable<bool> exchange(Ends& e, std::string_view method, const std::stri
   }
   co_await asio::async_write(e.upstream(), asio::buffer(upstream_head),
                              asio::redirect_error(asio::use_awaitable, ec));
+  if (wipe_head) secret::wipe(upstream_head.data(), upstream_head.size());
   bool keep_client = false;
   int status = 0;  // of an error response, when one is owed
   ProxyError error = ProxyError::connection_terminated;

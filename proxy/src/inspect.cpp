@@ -11,6 +11,7 @@
 #include <asio/use_awaitable.hpp>
 
 #include "exchange.hpp"
+#include "vibepit/proxy/credentials.hpp"
 #include "vibepit/proxy/inspection.hpp"
 #include "vibepit/proxy/prefixed_socket.hpp"
 #include "vibepit/proxy/tunnel_check.hpp"
@@ -67,7 +68,8 @@ struct Inspected {
   std::uint64_t up_dial = 0;         // s.upstream_dials() when up_tls was made
   decision_log::DecisionRecord rec;  // the request in progress
   std::string path;                  // its path and query, as the client sent them
-  bool closing = false;              // an answer said Connection: close
+  std::vector<const policy::Credential*> credentials;  // scratch for add_credentials
+  bool closing = false;                                // an answer said Connection: close
   std::uint64_t bytes_up = 0, bytes_down = 0;
 };
 
@@ -261,7 +263,12 @@ asio::awaitable<bool> serve(Inspected& in, const http::RequestHead& head) {
   // Where method/path rules matched the normalised path, that is the path that goes
   // upstream, so that the server reads what the rules read.
   s.apply_normal_path(upstream_head);
-  const bool keep = co_await exchange(in, method, upstream_head, req, rec);
+  // Last, so that nothing copies the head once a secret is in it; exchange() wipes it as
+  // soon as it is sent.
+  const auto snap = s.snapshot();
+  const bool secret = add_credentials(*snap, target.host, target.port, upstream_head,
+                                      in.credentials, rec.credential);
+  const bool keep = co_await exchange(in, method, upstream_head, req, rec, secret);
   in.bytes_up += rec.bytes_up;
   in.bytes_down += rec.bytes_down;
   s.emit(std::move(rec));

@@ -343,6 +343,10 @@ void Session::explain_denial(policy::Decision&& d, const http::Authority& target
   }
 }
 
+std::shared_ptr<const policy::Snapshot> Session::snapshot() const {
+  return w_.snapshot();
+}
+
 void Session::apply_normal_path(std::string& head) {
   if (!request_line_.normal) return;
   const auto first = head.find(' ');

@@ -24,7 +24,9 @@ On every address it listens on every listed port:
   sha256 of them (32 bytes). Then it waits for EOF and closes.
 - https: the http server above behind TLS with --cert/--key (ALPN http/1.1). Each
   handshake adds a line {"kind": "https-handshake", "sni": NAME or null} to the log, and
-  each request {"kind": "https-request", "method": M, "target": T}.
+  each request {"kind": "https-request", "method": M, "target": T}. A target under /hash/
+  is answered with the SHA-256 of each field's value instead of the fields; one under
+  /git-auth/SHA256/ as a git server that wants the Authorization value of that SHA-256.
 Every accepted connection is appended to the log file as one JSON line
 {"local": "ip:port", "peer": "ip:port", "kind": ...}; canary instances use it
 to prove that nothing ever dialled a blocked address.
@@ -190,6 +192,25 @@ def reset(conn, pause=0.3):
     conn.close()
 
 
+def pkt_line(text):
+    data = text.encode()
+    return b"%04x" % (len(data) + 4) + data
+
+
+def git_refs_response(authorised, close):
+    """The answer to GET .../info/refs?service=git-upload-pack (git protocol v0)."""
+    end = "Connection: %s\r\n\r\n" % ("close" if close else "keep-alive")
+    if not authorised:
+        return ("HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\n"
+                "Content-Length: 0\r\n" + end).encode()
+    oid = "1" * 40
+    body = (pkt_line("# service=git-upload-pack\n") + b"0000" +
+            pkt_line(oid + " HEAD\0side-band-64k ofs-delta\n") +
+            pkt_line(oid + " refs/heads/main\n") + b"0000")
+    return ("HTTP/1.1 200 OK\r\nContent-Type: application/x-git-upload-pack-advertisement\r\n"
+            "Cache-Control: no-cache\r\nContent-Length: %d\r\n" % len(body) + end).encode() + body
+
+
 def handle_http(conn, local, peer, log=None):
     reader = Reader(conn)
     served = 0
@@ -239,6 +260,31 @@ def handle_http(conn, local, peer, log=None):
             except ValueError:
                 pass
         host = [v for k, v in headers if k.lower() == "host"]
+        if target.startswith("/git-auth/"):
+            # A git smart-HTTP server that wants one Authorization value, named by its SHA-256
+            # in the path (/git-auth/SHA256/NAME.git/info/refs?service=git-upload-pack):
+            # 401 without it, else a one-ref advertisement (enough for git ls-remote).
+            want = target.split("/")[2]
+            auth = [v for k, v in headers if k.lower() == "authorization"]
+            ok = len(auth) == 1 and hashlib.sha256(auth[0].encode("latin-1")).hexdigest() == want
+            conn.sendall(git_refs_response(ok, close))
+            if close:
+                return
+            continue
+        if target.startswith("/hash/"):
+            # What a credential test needs to know without the secret crossing back: a hash
+            # of each field's value (a list per name, in the order received).
+            hashed = {}
+            for k, v in headers:
+                hashed.setdefault(k.lower(), []).append(hashlib.sha256(v.encode("latin-1")).hexdigest())
+            body = json.dumps({"method": method, "target": target, "header_sha256": hashed,
+                               "request_on_conn": served}).encode() + b"\n"
+            conn.sendall(("HTTP/1.1 200 Fake\r\nContent-Type: application/json\r\n"
+                          "Content-Length: %d\r\nConnection: %s\r\n\r\n"
+                          % (len(body), "close" if close else "keep-alive")).encode() + body)
+            if close:
+                return
+            continue
         body = json.dumps({
             "method": method, "target": target, "version": version,
             "host": host[0] if host else None, "headers": headers,

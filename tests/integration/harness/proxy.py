@@ -55,6 +55,8 @@ class Proxy:
         # extra_args follow the config: ["--session-dir", DIR]; pass_fds go to the child.
         self.extra_args = list(overrides.pop("extra_args", None) or [])
         self.pass_fds = tuple(overrides.pop("pass_fds", None) or ())
+        # env: the proxy's environment, in place of the harness's clean one.
+        self.env = overrides.pop("env", None)
         self.config = dict(BASE_CONFIG)
         self.config["decision-log"] = self.log_path
         for k, v in overrides.items():   # None removes a key: upstream_dns=None
@@ -79,8 +81,9 @@ class Proxy:
         self.write_config(raw_config)
         argv = self.argv_prefix + [self.binary, "--config", self.config_path] + list(extra_args or [])
         self.stderr_file = open(self.stderr_path, "wb")
+        extra = {"env": self.env} if self.env is not None else {}
         self.proc = self.topo.popen(self.topo.px, argv, stdout=self.stderr_file, stderr=self.stderr_file,
-                                    pass_fds=self.pass_fds)
+                                    pass_fds=self.pass_fds, **extra)
         self.stderr_file.close()
         return self.proc
 

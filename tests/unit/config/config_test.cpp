@@ -220,8 +220,46 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"{" BASE R"(, "control-socket": "run/c.sock"})", "control-socket",
                   "expected an absolute path"},
         BadConfig{"{" BASE R"(, "control-socket": ["/run/c.sock"]})", "control-socket",
-                  "expected a string"}));
+                  "expected a string"},
+        // Credentials: a public half and one source; never a value.
+        BadConfig{"{" BASE R"(, "credentials": {"name": "A"}})", "credentials",
+                  "must be a list of objects"},
+        BadConfig{"{" BASE R"(, "credentials": [{"name": "A", "host": "a.test:443"}]})",
+                  "credentials", "exactly one of from-file and from-env"},
+        BadConfig{"{" BASE R"(, "credentials": [{"name": "A", "host": "a.test:443",
+                  "from-env": "A", "from-file": "/a"}]})",
+                  "credentials", "exactly one of from-file and from-env"},
+        BadConfig{"{" BASE R"(, "credentials": [{"name": "A", "host": "a.test:443",
+                  "value": "s3cr3t"}]})",
+                  "credentials", "a value is never written in the config"},
+        BadConfig{"{" BASE R"(, "credentials": [{"name": "A", "host": "a.test:443",
+                  "from-file": "rel/path"}]})",
+                  "credentials", "absolute path"},
+        BadConfig{"{" BASE R"(, "credentials": [{"name": "A", "host": "a.test:443",
+                  "header": "Host", "from-env": "A"}]})",
+                  "credentials", "not one a credential may set"},
+        BadConfig{"{" BASE
+                  R"(, "credentials": [{"name": "A", "host": "a.test:443", "from-env": "A"},
+                  {"name": "A", "host": "b.test:443", "from-env": "B"}]})",
+                  "credentials", "two credentials are named A"},
+        BadConfig{"{" BASE
+                  R"(, "credentials": [{"name": "A", "host": "a.test:443", "from-env": "A"},
+                  {"name": "B", "host": "a.test:443", "from-env": "B"}]})",
+                  "credentials", "A and B both set Authorization on a.test:443"}));
 #undef BASE
+
+TEST(Config, CredentialsNameTheirSource) {
+  auto c = parse_config(R"({"proxy-listen": ["127.0.0.1:0"], "credentials": [
+    {"name": "GH", "host": "api.github.com:443", "from-env": "GH_TOKEN"},
+    {"name": "PYPI", "host": "upload.pypi.org:443", "format": "basic:__token__",
+     "from-file": "/run/secrets/pypi"}]})");
+  ASSERT_EQ(c.credentials.size(), 2u);
+  EXPECT_EQ(c.credentials[0].spec.text(),
+            "GH=api.github.com:443,header=Authorization,format=Bearer {}");
+  EXPECT_EQ(c.credentials[0].from_env, "GH_TOKEN");
+  EXPECT_EQ(c.credentials[1].from_file, "/run/secrets/pypi");
+  EXPECT_EQ(c.credentials[1].spec.format, "basic:__token__");
+}
 
 TEST(Config, EndpointParsing) {
   EXPECT_EQ(parse_endpoint("[2001:db8::1]:8053").to_string(), "[2001:db8::1]:8053");

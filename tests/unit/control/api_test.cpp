@@ -87,7 +87,7 @@ class ApiTest : public ::testing::Test {
     ApiRequest r;
     r.method = std::move(method);
     r.path = std::move(path);
-    r.body = std::move(body);
+    r.body.assign(body);
     r.query = std::move(query);
     return (with_pending_ ? asking_ : api_).handle(r);
   }

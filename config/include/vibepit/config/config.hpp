@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "vibepit/policy/credential.hpp"
 #include "vibepit/policy/ip.hpp"
 #include "vibepit/policy/snapshot.hpp"
 
@@ -123,6 +124,14 @@ struct LogConfig {
   unsigned keep = 3;
 };
 
+// A credential (key credentials, docs/credentials.md): its public half, and where its value
+// is read. The config never holds a value.
+struct CredentialConfig {
+  policy::CredentialSpec spec;
+  std::string from_file;  // read at start and on SIGHUP; the file is left as it is
+  std::string from_env;   // read at start, then removed from the process's environment
+};
+
 struct Config {
   ProxyConfig proxy;
   DnsConfig dns;
@@ -130,6 +139,7 @@ struct Config {
   LogConfig log;
   AskConfig ask;
   policy::RuleSet rules;
+  std::vector<CredentialConfig> credentials;
 
   // upstream-dns, or the machine's resolvers when it is absent: the proxy's resolver and the
   // DNS server's forwarder both use them.

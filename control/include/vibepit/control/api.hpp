@@ -13,6 +13,7 @@
 
 #include "vibepit/control/rule_updater.hpp"
 #include "vibepit/policy/snapshot.hpp"
+#include "vibepit/secret/secret.hpp"
 
 namespace vibepit::control {
 
@@ -27,7 +28,8 @@ struct ApiRequest {
   std::string method;
   std::string path;                                        // without the query string
   std::vector<std::pair<std::string, std::string>> query;  // percent-decoded
-  std::string body;
+  // Wiped when freed: PUT /v1/secrets/NAME carries a credential's value.
+  secret::WipedString body;
   bool keep_alive = true;
 };
 
@@ -145,6 +147,9 @@ class ControlApi {
   ApiResponse pending_view() const;
   ApiResponse refuse_pending(const ApiRequest& req) const;
   ApiResponse set_ask(const ApiRequest& req) const;
+  // /v1/secrets (api_secrets.cpp).
+  ApiResponse secrets(const ApiRequest& req) const;
+  ApiResponse put_secret(std::string_view name, const ApiRequest& req) const;
 
   RuleUpdater& rules_;
   const policy::SnapshotStore& store_;

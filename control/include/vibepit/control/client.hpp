@@ -30,6 +30,9 @@ class ControlClient {
 
   HttpResult get(const std::string& target);
   HttpResult post_json(const std::string& target, const std::string& body);
+  // PUT `body` as raw bytes (a credential's value: this process's copies are wiped once sent).
+  HttpResult put(const std::string& target, std::string_view body);
+  HttpResult remove(const std::string& target);  // DELETE
   // GET a chunked NDJSON stream and hand each line to `on_line` until it returns false or
   // the server ends the stream. Quiet periods longer than `idle` are an error.
   void stream_lines(const std::string& target, const std::function<bool(std::string_view)>& on_line,

@@ -24,13 +24,12 @@ namespace vibepit::control {
 
 struct PlaneOptions {
   std::filesystem::path session_dir;  // standalone: make credentials, write the client's set here
-  int credentials_fd = -1;            // launcher: read the server's set from this descriptor
-  std::string session_id;             // default: the session directory's name, or a new id
-  std::string inspect_ca_pem;         // the inspection CA's certificate, for GET /v1/inspect-ca
+  // The launcher's way: the server's set, read from the start-up channel
+  // (startup_channel.hpp). Taken, and its key wiped, once the TLS context holds it.
+  std::optional<PeerCredentials> server_credentials;
+  std::string session_id;      // default: the session directory's name, or a new id
+  std::string inspect_ca_pem;  // the inspection CA's certificate, for GET /v1/inspect-ca
 };
-
-// The server's set as the launcher hands it over: {"ca": PEM, "cert": PEM, "key": PEM}.
-PeerCredentials read_server_credentials(int fd);
 
 class ControlPlane {
  public:
@@ -52,6 +51,8 @@ class ControlPlane {
   void finish_followers(std::chrono::milliseconds within);
   void stop();
   const std::string& session_id() const { return session_id_; }
+  // The one writer of rules and credentials (SIGHUP re-reads credential files through it).
+  RuleUpdater& rules() { return rules_; }
 
  private:
   class Feed;

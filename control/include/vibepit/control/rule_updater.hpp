@@ -5,7 +5,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -40,6 +42,13 @@ class RuleUpdater {
   // Publish the same rules in `mode`. Returns the generation in force afterwards; when the
   // mode is already `mode`, nothing is published and `changed` is false.
   std::uint64_t set_mode(policy::Mode mode, bool& changed);
+
+  // Add a credential, or replace the one of the same name (`replaced` says which). The
+  // generation that holds it, or why not (another credential sets the same header on the
+  // same host).
+  std::variant<std::uint64_t, std::string> set_credential(policy::Credential c, bool& replaced);
+  // Remove credential `name`: the generation without it, or nullopt when there is none.
+  std::optional<std::uint64_t> remove_credential(std::string_view name);
 
  private:
   std::uint64_t publish(std::shared_ptr<policy::Snapshot> next);

@@ -53,6 +53,9 @@ struct DecisionRecord {
   std::string path;
   // A request inside an inspected CONNECT: that CONNECT's id. 0 otherwise.
   std::uint64_t tunnel = 0;
+  // The credentials whose headers the request carried upstream, by name (never a value),
+  // comma-separated. Empty: none.
+  std::string credential;
   policy::Verdict verdict = policy::Verdict::deny;
   policy::Reason reason = policy::Reason::not_allowlisted;
   std::string rule;

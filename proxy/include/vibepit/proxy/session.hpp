@@ -119,6 +119,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void due_within(std::chrono::milliseconds d);
   // TLS inspection, when the proxy has it (config: always), or null.
   Inspection* inspection();
+  // The rules in force (the worker's thread's view of the store).
+  std::shared_ptr<const policy::Snapshot> snapshot() const;
   // Upstream connections dialled so far: a change says upstream() is a new connection.
   std::uint64_t upstream_dials() const { return upstream_dials_; }
 
