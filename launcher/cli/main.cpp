@@ -13,6 +13,7 @@
 #include "vibepit/launcher/cli/image_commands.hpp"
 #include "vibepit/launcher/cli/monitor_command.hpp"
 #include "vibepit/launcher/cli/run_command.hpp"
+#include "vibepit/launcher/cli/secret_command.hpp"
 #include "vibepit/launcher/cli/session_commands.hpp"
 #include "vibepit/launcher/guard/project_guard.hpp"
 
@@ -40,6 +41,12 @@ void add_session_options(CLI::App* cmd, std::vector<std::string>& allow_http,
                   "also trust this PEM bundle for the upstreams of inspected hosts (a "
                   "corporate CA); the host's system CAs are always trusted")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--secret", s.secrets,
+                  "NAME=HOST:PORT[,header=H][,format=F][,file=PATH|,stdin]: the proxy adds this "
+                  "credential to requests for HOST:PORT; the sandbox gets only a placeholder in "
+                  "NAME. The value: the environment variable NAME, the file, or stdin "
+                  "(docs/credentials.md)")
+      ->allow_extra_args(false);
   cmd->add_option("--sessions-dir", s.sessions_root,
                   "where sessions live (default: $XDG_STATE_HOME/vibepit/sessions)");
   cmd->add_option_function<std::string>(
@@ -98,6 +105,22 @@ int run(int argc, char** argv) {
                                "example.com:8*, [2001:db8::1]:443");
   auto* allow_dns = add_allow("allow-dns", "allow DNS answers for names in this session",
                               "names: example.com (that name), *.example.com (subdomains)");
+
+  auto* secret_cmd = app.add_subcommand(
+      "secret", "the session's credentials, which the proxy adds to requests for their host");
+  secret_cmd->require_subcommand(1);
+  std::string secret_arg;
+  auto* secret_add = secret_cmd->add_subcommand(
+      "add", "set a credential (its value from the environment variable NAME, file=PATH or stdin)");
+  add_common(secret_add, true);
+  secret_add
+      ->add_option("spec", secret_arg, "NAME=HOST:PORT[,header=H][,format=F][,file=PATH|,stdin]")
+      ->required();
+  auto* secret_rm = secret_cmd->add_subcommand("rm", "remove a credential");
+  add_common(secret_rm, true);
+  secret_rm->add_option("name", secret_arg, "the credential's NAME")->required();
+  auto* secret_ls = secret_cmd->add_subcommand("ls", "list the credentials (never a value)");
+  add_common(secret_ls, true);
 
   auto* rules = app.add_subcommand("rules", "show the session's live rules and generation");
   add_common(rules, true);
@@ -266,6 +289,9 @@ int run(int argc, char** argv) {
     allow.network_file = network_file.empty() ? ".vibepit/network.yaml" : network_file;
     return cmd_allow(common, allow, std::cout, std::cerr);
   }
+  if (secret_add->parsed()) return cmd_secret_add(common, secret_arg, std::cout, std::cerr);
+  if (secret_rm->parsed()) return cmd_secret_rm(common, secret_arg, std::cout, std::cerr);
+  if (secret_ls->parsed()) return cmd_secret_ls(common, std::cout, std::cerr);
   if (rules->parsed()) return cmd_rules(common, std::cout, std::cerr);
   if (logs_cmd->parsed()) return cmd_logs(common, logs, std::cout, std::cerr);
   if (status->parsed()) return cmd_status(common, std::cout, std::cerr);

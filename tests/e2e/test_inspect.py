@@ -2,8 +2,12 @@
 reach an inspected host through the CA bundle vibepit mounts, without a flag of their own;
 each request is decided by method and path; a rule added at runtime makes a host that was
 tunnelled inspected from the next connection. The fake internet's CA is trusted by the
-proxy through --upstream-ca, as a corporate CA would be."""
+proxy through --upstream-ca, as a corporate CA would be. And credentials the sandbox never
+holds (--secret): curl and git authenticate with values that are in none of its variables,
+files or /proc, as docs/credentials.md promises."""
 
+import base64
+import hashlib
 import json
 import os
 import shutil
@@ -37,6 +41,14 @@ http.request({host: proxy.hostname, port: proxy.port, method: 'CONNECT',
 PYTHON = ("import urllib.request as u\n"
           "print('python:', u.urlopen('%s/ok/python').status)\n" % URL)
 
+TOKEN = "e2e_env_token_P3kX9wQ7zL2m"     # --secret E2E_TOKEN=allowed.test, from the environment
+GIT = "e2e_file_token_R8vN4tJ6hB1c"      # --secret E2E_GIT=inspected.test, from a file
+GIT_AUTH = "Basic " + base64.b64encode(("x-access-token:" + GIT).encode()).decode()
+
+
+def sha(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
 
 class InspectTest(unittest.TestCase):
     @classmethod
@@ -48,9 +60,18 @@ class InspectTest(unittest.TestCase):
         cls.tls_ca = os.path.join(cls.ws.project, "tls-ca.pem")   # for curl --cacert in the sandbox
         shutil.copy(INTERNET.tls_ca, cls.tls_ca)
         os.chmod(cls.tls_ca, 0o644)
+        git_file = os.path.join(cls.ws.root, "git-token")
+        with open(git_file, "w") as f:
+            f.write(GIT + "\n")
+        os.chmod(git_file, 0o644)
         rules = ["-a", "inspected.test:%d GET,HEAD /ok/**" % PORT, "-a", "late.test:%d" % PORT,
+                 "-a", "inspected.test:%d GET /git-auth/**" % PORT, "-a", "allowed.test:%d" % PORT,
+                 "--secret", "E2E_TOKEN=allowed.test:%d" % PORT,
+                 "--secret", "E2E_GIT=inspected.test:%d,format=basic:x-access-token,file=%s"
+                 % (PORT, git_file),
                  "--upstream-ca", ca, "--upstream-dns", h.DNS_ADDR]
-        cls.owner = cls.ws.vibepit_popen(INTERNET, ["run", "-q", "-T"] + rules + ["--", "sleep", "900"])
+        cls.owner = cls.ws.vibepit_popen(INTERNET, ["run", "-q", "-T"] + rules + ["--", "sleep", "900"],
+                                         extra_env={"E2E_TOKEN": TOKEN})
 
         def up():
             if cls.owner.poll() is not None:
@@ -135,6 +156,47 @@ class InspectTest(unittest.TestCase):
         self.assertEqual(out.strip(), "200 200")
         seen = [r for r in self.records() if r.get("host") == "late.test" and r.get("tunnel")]
         self.assertEqual(sorted({r["method"] for r in seen}), ["GET"], seen)
+
+    def test_credentials_authenticate_and_the_sandbox_sees_only_placeholders(self):
+        out = self.in_sandbox(
+            "curl -sS -H \"Authorization: Bearer $E2E_TOKEN\" https://allowed.test:%d/hash/e2e; "
+            "echo; git ls-remote https://inspected.test:%d/git-auth/%s/repo.git; echo git-rc=$?; "
+            "echo ==env; env; echo ==proc; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline | tr '\\0' '\\n'; "
+            "echo ==files; cat /etc/vibepit/ca-bundle.pem; "
+            "find \"$HOME\" /tmp . -xdev -type f -size -2M -exec cat {} + 2>/dev/null; true"
+            % (PORT, PORT, sha(GIT_AUTH)))
+        first = out.split("\n", 1)[0]
+        self.assertEqual(json.loads(first)["header_sha256"].get("authorization"),
+                         [sha("Bearer " + TOKEN)], out[:2000])
+        self.assertIn("refs/heads/main", out)
+        self.assertIn("git-rc=0", out)
+        self.assertIn("E2E_TOKEN=vibepit-secret-E2E_TOKEN", out)
+        self.assertIn("E2E_GIT=vibepit-secret-E2E_GIT", out)
+        for secret in (TOKEN, GIT):
+            for form in (secret, base64.b64encode(("x-access-token:" + secret).encode()).decode()):
+                self.assertNotIn(form, out, "the sandbox sees a form of a secret")
+        recs = [r for r in self.records() if r.get("credential")]
+        self.assertIn("E2E_TOKEN", {r["credential"] for r in recs})
+        self.assertIn("E2E_GIT", {r["credential"] for r in recs})
+        r = self.ws.vibepit(INTERNET, ["secret", "ls"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("E2E_TOKEN  allowed.test:%d" % PORT, r.stdout)
+        for secret in (TOKEN, GIT):
+            self.assertNotIn(secret, r.stdout + r.stderr)
+
+    def test_a_secret_added_at_runtime_applies_and_goes(self):
+        runtime = "e2e_stdin_token_W5yT2kD8"
+        r = self.ws.vibepit(INTERNET, ["secret", "add", "E2E_RT=allowed.test:%d,header=X-Rt,format={},stdin"
+                                       % PORT], input=runtime + "\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(runtime, r.stdout + r.stderr)
+        curl = "curl -sS https://allowed.test:%d/hash/rt" % PORT
+        got = json.loads(self.in_sandbox(curl))["header_sha256"]
+        self.assertEqual(got.get("x-rt"), [sha(runtime)])
+        r = self.ws.vibepit(INTERNET, ["secret", "rm", "E2E_RT"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = json.loads(self.in_sandbox(curl))["header_sha256"]
+        self.assertNotIn("x-rt", got)
 
 
 if __name__ == "__main__":

@@ -296,6 +296,7 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
     // A job's home does not outlive it, unless the pipeline names a cache to keep.
     req.home = o.cache_home.empty() ? SessionSpec::Home::session : SessionSpec::Home::cache;
     req.home_cache_key = o.cache_home;
+    req.secrets = session_secrets(o.sandbox.secrets, req.rules.credentials, err);
     docker.emplace(connect_engine());
     {
       std::lock_guard lock(g_stop.mu);
@@ -311,6 +312,7 @@ int cmd_ci(const CiOptions& o, std::ostream& out, std::ostream& err) {
           session_dir = root / id;
         },
         [&](const char*) { check_stop(); });
+    req.secrets.clear();  // the proxy has them; this process keeps none
     {
       std::lock_guard lock(g_stop.mu);
       g_stop.sandbox_id = started->sandbox_id;

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "client_call.hpp"
 #include "vibepit/control/client.hpp"
 #include "vibepit/launcher/cli/engine.hpp"
 #include "vibepit/launcher/cli/session_commands.hpp"
@@ -49,37 +50,8 @@ std::string pad(std::string s, std::size_t width) {
   return s;
 }
 
-// The error message of an API answer, or the body itself.
-std::string api_error(const control::HttpResult& r) {
-  auto j = json::parse(r.body, nullptr, false);
-  if (j.is_object() && j.contains("error") && j["error"].is_string()) {
-    return j["error"].get<std::string>();
-  }
-  return "HTTP " + std::to_string(r.status) + ": " + r.body.substr(0, 300);
-}
-
 fs::path sessions_root(const Common& c) {
   return c.sessions_root.empty() ? control::default_sessions_root() : c.sessions_root;
-}
-
-// Run `fn` with the selected session's client, turning the usual failures into messages
-// and exit codes.
-template <typename Fn>
-int with_client(const Common& c, std::ostream& err, Fn fn) {
-  try {
-    control::ControlClient client(select_session(c));
-    return fn(client);
-  } catch (const SelectError& e) {
-    err << "vibepit: " << e.message << "\n";
-    return e.code;
-  } catch (const control::ConnectError& e) {
-    err << "vibepit: " << e.what() << "\nIs the session still running? `vibepit status` lists "
-        << "the sessions that answer.\n";
-    return kNoSession;
-  } catch (const std::runtime_error& e) {
-    err << "vibepit: " << e.what() << "\n";
-    return kLocalError;
-  }
 }
 
 std::string utc_clock(const std::string& ts) {

@@ -207,6 +207,9 @@ NetworkFile session_rules(const Project& project, const RunOptions& o, std::ostr
     for (const auto& e : fresh.presets) err << "    + preset " << e << "\n";
     for (const auto& e : fresh.allow_http) err << "    + allow-http " << e << "\n";
     for (const auto& e : fresh.allow_dns) err << "    + allow-dns " << e << "\n";
+    for (const auto& e : fresh.credentials)
+      err << "    + credential " << e << " (its value from your $" << e.substr(0, e.find('='))
+          << ")\n";
     const bool terminal = ::isatty(STDIN_FILENO) && ::isatty(STDERR_FILENO);
     if (o.yes || (terminal && ask_yes(err, "Apply them (and remember that you did)?"))) {
       approvals.approve(fresh);
@@ -255,10 +258,16 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     if (auto sandbox = running_sandbox(docker, project)) {
       project_lock.release();
       lock.unlock();
+      if (!o.sandbox.secrets.empty()) {
+        err << "vibepit: run: --secret applies when a session starts; this one runs already "
+               "(vibepit secret add gives it one)\n";
+        return kRunFailed;
+      }
       return join(docker, *sandbox, o, tty, report, err);
     }
 
     SessionRequest req;
+    req.secrets = session_secrets(o.sandbox.secrets, req.rules.credentials, err);
     req.project = project;
     req.rules = session_rules(project, o, err);
     req.command = o.command;
@@ -268,6 +277,7 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     const StartedSession started = start_session(
         docker, req, report, [](const std::string& id) { g.session_id = id; },
         [&](const char* step) { test_pause(step, lock); });
+    req.secrets.clear();  // the proxy has them; this process keeps none
     const std::string& sandbox = started.sandbox_id;
     auto h = docker.container_attach(sandbox, true, true, true);
     docker.container_start(sandbox);

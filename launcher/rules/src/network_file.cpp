@@ -10,12 +10,13 @@ namespace vibepit::launcher {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kKeys[] = {"allow-http", "allow-dns", "presets"};
+constexpr const char* kKeys[] = {"allow-http", "allow-dns", "presets", "credentials"};
 
 std::vector<std::string>* list_for(NetworkFile& f, const std::string& key) {
   if (key == "allow-http") return &f.allow_http;
   if (key == "allow-dns") return &f.allow_dns;
   if (key == "presets") return &f.presets;
+  if (key == "credentials") return &f.credentials;
   return nullptr;
 }
 
@@ -131,7 +132,7 @@ NetworkFile parse_network_yaml(const std::string& text, const std::string& name)
   if (!root.IsMap()) {
     throw NetworkFileError(where(name, root.Mark()) +
                            ": the top level must be a mapping with the keys allow-http, "
-                           "allow-dns and presets");
+                           "allow-dns, presets and credentials");
   }
   std::unordered_set<std::string> seen;
   for (const auto& kv : root) {
@@ -142,7 +143,7 @@ NetworkFile parse_network_yaml(const std::string& text, const std::string& name)
     }
     if (!list) {
       throw NetworkFileError(where(name, kv.first.Mark()) + ": unknown key \"" + key +
-                             "\" (allow-http, allow-dns, presets)");
+                             "\" (allow-http, allow-dns, presets, credentials)");
     }
     const auto& v = kv.second;
     if (v.IsNull()) continue;
@@ -154,7 +155,7 @@ NetworkFile parse_network_yaml(const std::string& text, const std::string& name)
         throw NetworkFileError(where(name, item.Mark()) + ": " + key + " entries must be strings");
       }
       check_entry(item.Scalar(), where(name, item.Mark()) + ": " + key + " entry",
-                  key == "allow-http");
+                  key == "allow-http" || key == "credentials");
       list->push_back(item.Scalar());
     }
   }
@@ -230,7 +231,7 @@ std::string add_to_network_yaml(const std::string& text, const std::string& key,
     try {
       auto check = parse_network_yaml(out, name);
       ok = check.allow_http == after.allow_http && check.allow_dns == after.allow_dns &&
-           check.presets == after.presets;
+           check.presets == after.presets && check.credentials == after.credentials;
     } catch (const NetworkFileError&) {
       ok = false;
     }

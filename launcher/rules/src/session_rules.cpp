@@ -12,6 +12,7 @@
 
 #include "vibepit/control/session_dir.hpp"
 #include "vibepit/launcher/host/embedded_files.hpp"
+#include "vibepit/policy/credential.hpp"
 #include "vibepit/policy/rules.hpp"
 
 namespace vibepit::launcher {
@@ -31,6 +32,20 @@ std::variant<std::string, policy::RuleError> parse_entry(bool http, const std::s
   auto r = policy::parse_dns_rule(e);
   if (auto* ok = std::get_if<policy::DnsRule>(&r)) return ok->text;
   return std::get<policy::RuleError>(r);
+}
+
+// A credential's canonical text (NAME=HOST:PORT,header=H,format=F), or why it is invalid.
+// Options beyond header and format (file=, stdin) are refused: the file names no source.
+std::variant<std::string, policy::RuleError> parse_credential_entry(const std::string& e) {
+  auto r = policy::parse_credential(e);
+  if (auto* ok = std::get_if<policy::CredentialSpec>(&r)) return ok->text();
+  return std::get<policy::RuleError>(r);
+}
+
+std::string canonical_credential(const std::string& e) {
+  auto r = parse_credential_entry(e);
+  auto* ok = std::get_if<std::string>(&r);
+  return ok ? *ok : e;
 }
 
 // Canonical, or as written when invalid (so it still shows where it is listed).
@@ -57,7 +72,7 @@ std::vector<std::string> minus(const std::vector<std::string>& a, const std::vec
 }  // namespace
 
 bool empty(const NetworkFile& f) {
-  return f.allow_http.empty() && f.allow_dns.empty() && f.presets.empty();
+  return f.allow_http.empty() && f.allow_dns.empty() && f.presets.empty() && f.credentials.empty();
 }
 
 std::vector<std::string> preset_names() {
@@ -92,6 +107,7 @@ NetworkFile canonical(const NetworkFile& f) {
   for (const auto& e : f.allow_http) add_unique(out.allow_http, canonical_entry(true, e));
   for (const auto& e : f.allow_dns) add_unique(out.allow_dns, canonical_entry(false, e));
   for (const auto& p : f.presets) add_unique(out.presets, p);
+  for (const auto& c : f.credentials) add_unique(out.credentials, canonical_credential(c));
   return out;
 }
 
@@ -121,6 +137,13 @@ NetworkFile merge_rules(const std::vector<NamedSource>& sources) {
       }
     }
     take(src.name, src.rules);
+    for (const auto& c : src.rules.credentials) {
+      auto r = parse_credential_entry(c);
+      if (auto* bad = std::get_if<policy::RuleError>(&r))
+        errors.push_back(src.name + ": " + bad->message());
+      else
+        add_unique(out.credentials, std::get<std::string>(r));
+    }
   }
   out.presets = seen_presets;
   if (!errors.empty()) {
@@ -151,20 +174,23 @@ Approvals::Approvals(const fs::path& state_dir, Project project)
         if (e.is_string()) out.push_back(e.get<std::string>());
     return out;
   };
-  approved_ = canonical({list("allow-http"), list("allow-dns"), list("presets")});
+  approved_ =
+      canonical({list("allow-http"), list("allow-dns"), list("presets"), list("credentials")});
 }
 
 NetworkFile Approvals::unapproved(const NetworkFile& file) const {
   auto f = canonical(file);
   return {minus(f.allow_http, approved_.allow_http, false),
           minus(f.allow_dns, approved_.allow_dns, false),
-          minus(f.presets, approved_.presets, false)};
+          minus(f.presets, approved_.presets, false),
+          minus(f.credentials, approved_.credentials, false)};
 }
 
 NetworkFile Approvals::approved_part(const NetworkFile& file) const {
   auto f = canonical(file);
   return {minus(f.allow_http, approved_.allow_http, true),
-          minus(f.allow_dns, approved_.allow_dns, true), minus(f.presets, approved_.presets, true)};
+          minus(f.allow_dns, approved_.allow_dns, true), minus(f.presets, approved_.presets, true),
+          minus(f.credentials, approved_.credentials, true)};
 }
 
 void Approvals::approve(const NetworkFile& entries) {
@@ -172,12 +198,14 @@ void Approvals::approve(const NetworkFile& entries) {
   for (const auto& e : f.allow_http) add_unique(approved_.allow_http, e);
   for (const auto& e : f.allow_dns) add_unique(approved_.allow_dns, e);
   for (const auto& e : f.presets) add_unique(approved_.presets, e);
+  for (const auto& e : f.credentials) add_unique(approved_.credentials, e);
   fs::create_directories(path_.parent_path());
   fs::permissions(path_.parent_path(), fs::perms::owner_all);
   const nlohmann::json j = {{"project", project_.root.string()},
                             {"allow-http", approved_.allow_http},
                             {"allow-dns", approved_.allow_dns},
-                            {"presets", approved_.presets}};
+                            {"presets", approved_.presets},
+                            {"credentials", approved_.credentials}};
   const std::string text = j.dump(2) + "\n";
   fs::path tmp = path_;
   tmp += ".tmp." + std::to_string(::getpid());

@@ -306,7 +306,8 @@ std::string Session::control_address() const {
   return "unix:" + (spec_.dir / "control" / kControlSocketName).string();
 }
 
-void Session::start_proxy(const control::PeerCredentials& server) {
+void Session::start_proxy(const control::PeerCredentials& server,
+                          const std::vector<SessionSecret>& secrets) {
   const auto started = std::chrono::steady_clock::now();
   const bool root = ::getuid() == 0;
   const unsigned uid = root ? kProxyUid : spec_.uid;
@@ -370,9 +371,10 @@ void Session::start_proxy(const control::PeerCredentials& server) {
   auto h = docker_.container_attach(proxy_id_, true, true, true);
   const OwnedFd attached{h.fd};
   docker_.container_start(proxy_id_);
-  const std::string creds =
-      Json{{"ca", server.ca_cert_pem}, {"cert", server.own.cert_pem}, {"key", server.own.key_pem}}
-          .dump();
+  // The start-up channel: the control server's credentials and the secrets' values, in
+  // memory that is wiped when this returns.
+  const auto channel = startup_channel(server, secrets);
+  const std::string_view creds = channel->reveal();
   for (std::size_t off = 0; off < creds.size();) {
     const ssize_t n = ::send(h.fd, creds.data() + off, creds.size() - off, MSG_NOSIGNAL);
     if (n <= 0) throw std::runtime_error("the proxy container closed its stdin");
@@ -406,6 +408,12 @@ std::vector<std::string> Session::sandbox_env() const {
           "VIBEPIT_SESSION=" + spec_.id, "VIBEPIT_PROXY=" + url};
 }
 
+std::vector<std::string> Session::placeholder_env() const {
+  std::vector<std::string> out;
+  for (const auto& name : spec_.secret_names) out.push_back(name + "=" + placeholder(name));
+  return out;
+}
+
 std::string Session::create_sandbox(docker::Client& engine) {
   const std::string home = home_volume(engine);
   write_public_file(spec_.dir / "resolv.conf", "nameserver " + proxy_ip_ + "\noptions edns0\n");
@@ -414,6 +422,7 @@ std::string Session::create_sandbox(docker::Client& engine) {
   Json env = sandbox_env();
   env.push_back("HOME=" + home_dir);
   for (auto& v : ca_bundle_env(kSandboxCaBundle)) env.push_back(std::move(v));
+  for (auto& v : placeholder_env()) env.push_back(std::move(v));
   Json spec = {
       {"Image", spec_.sandbox_image},
       {"Env", env},

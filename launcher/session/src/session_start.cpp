@@ -182,6 +182,7 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
   spec.upstream_dns =
       req.sandbox.upstream_dns.empty() ? host_resolvers(report) : req.sandbox.upstream_dns;
   spec.upstream_ca = req.sandbox.upstream_ca;
+  for (const auto& s : req.secrets) spec.secret_names.push_back(s.spec.name);
   spec.egress_network = req.sandbox.egress_network;
   spec.home = req.home;
   spec.home_cache_key = req.home_cache_key;
@@ -255,7 +256,8 @@ StartedSession start_session(docker::Client& docker, const SessionRequest& req,
         start_project_guard(req.project.root, spec.dir, spec.id, spec.uid, spec.gid));
     out.sandbox_id = session.create_sandbox(engine);
   });
-  session.start_proxy(creds.server_side());  // when it fails, its error is the one told
+  session.start_proxy(creds.server_side(),
+                      req.secrets);  // when it fails, its error is the one told
   sandbox_side.join();
   after_step("proxy");
   out.proxy_id = session.proxy_id();

@@ -1,7 +1,7 @@
 #pragma once
-// The project's network policy file, .vibepit/network.yaml: keys allow-http, allow-dns and
-// presets, each a list of strings. Read with yaml-cpp; new entries are added to the text in
-// place, so the user's comments, order and layout stay as they were.
+// The project's network policy file, .vibepit/network.yaml: keys allow-http, allow-dns,
+// presets and credentials, each a list of strings. Read with yaml-cpp; new entries are added to the
+// text in place, so the user's comments, order and layout stay as they were.
 #include <sys/types.h>
 
 #include <filesystem>
@@ -16,6 +16,9 @@ struct NetworkFile {
   std::vector<std::string> allow_http;
   std::vector<std::string> allow_dns;
   std::vector<std::string> presets;
+  // Credentials by reference only: NAME=HOST:PORT[,header=H][,format=F]. The value is the
+  // environment variable NAME of whoever runs vibepit, never written here.
+  std::vector<std::string> credentials;
 };
 
 class NetworkFileError : public std::runtime_error {

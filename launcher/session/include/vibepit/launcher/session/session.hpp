@@ -13,6 +13,7 @@
 #include "vibepit/launcher/guard/git_shield.hpp"
 #include "vibepit/launcher/host/project.hpp"
 #include "vibepit/launcher/images/images.hpp"
+#include "vibepit/launcher/session/secrets.hpp"
 #include "vibepit/policy/snapshot.hpp"
 
 namespace vibepit::launcher {
@@ -55,6 +56,9 @@ struct SessionSpec {
   std::filesystem::path project_view;
   // The proxy's decision-ring and decision-log-max-bytes; 0 leaves its defaults.
   std::uint64_t decision_ring = 0, decision_log_max_bytes = 0;
+  // The names of the session's credentials (--secret): the sandbox gets NAME set to a
+  // placeholder. Their values never enter the spec.
+  std::vector<std::string> secret_names;
 };
 
 // What --cache-home takes: 1 to 64 of [A-Za-z0-9._-]. Throws std::invalid_argument.
@@ -74,8 +78,10 @@ class Session {
   // The control API's address for session.json, known before the proxy starts:
   // "unix:SESSION_DIR/control/control.sock".
   std::string control_address() const;
-  // Create and start the proxy, hand it its credentials on stdin, and wait for "ready".
-  void start_proxy(const control::PeerCredentials& server);
+  // Create and start the proxy, hand it its control credentials and the secrets' values on
+  // stdin (the start-up channel), and wait for "ready".
+  void start_proxy(const control::PeerCredentials& server,
+                   const std::vector<SessionSecret>& secrets = {});
   // Create the sandbox container (not started) and its home volume, with `engine`: a client
   // of its own when this runs beside start_proxy. Returns its id.
   std::string create_sandbox(docker::Client& engine);
@@ -94,6 +100,8 @@ class Session {
   // gateways of the engine's networks (create_networks() reads them).
   std::vector<std::string> block_ranges() const;
   std::vector<std::string> sandbox_env() const;
+  // NAME=vibepit-secret-NAME for each of the session's credentials.
+  std::vector<std::string> placeholder_env() const;
   // The inspection CA's certificate (the proxy wrote it) added to the host's CAs, in the
   // sandbox's bundle.
   void complete_sandbox_bundle();

@@ -25,6 +25,7 @@ struct SandboxSettings {
   double cpus = -1;                       // 0: no limit; below 0: default_cpus()
   std::vector<std::string> upstream_dns;  // empty: the host's resolvers
   std::filesystem::path upstream_ca;      // --upstream-ca: trusted for inspected upstreams
+  std::vector<std::string> secrets;       // --secret texts (secrets.hpp reads their values)
   std::string egress_network;             // test-only (VIBEPIT_TEST_EGRESS_NETWORK)
   std::filesystem::path sessions_root;    // empty: $XDG_STATE_HOME/vibepit/sessions
   std::optional<AgentUser> user;          // --user; else agent_user.hpp's rule
@@ -57,6 +58,8 @@ struct SessionRequest {
   std::uint64_t ask_timeout_ms = 0;  // vibepit run --ask: hold denied requests this long; 0: off
   SessionSpec::Home home = SessionSpec::Home::project;
   std::string home_cache_key;  // Home::cache
+  // --secret: handed to the proxy at start; the caller may drop them once it has started.
+  std::vector<SessionSecret> secrets;
 };
 
 struct StartedSession {
