@@ -119,6 +119,33 @@ def run_load(topo, proxy, cafile, mode, duration, pid):
             "per_cpu_s": out["requests"] / cost["process_s"] if cost["process_s"] else None}
 
 
+def trust_file(topo, ca_paths):
+    """One PEM file with every proxy's CA, for the load to trust."""
+    cafile = os.path.join(topo.tmp, "clients-trust.pem")
+    with open(cafile, "w") as out:
+        for path in ca_paths:
+            with open(path) as f:
+                out.write(f.read())
+    return cafile
+
+
+def measure(topo, sut, systems, cafile, rounds, duration, label):
+    """Each workload on each system (sut: name -> (proxy address, pid)), warmed first, then
+    `rounds` times in an order that alternates. The rounds, as run_load's results."""
+    for s in systems:   # warm: leaves issued, helpers started, caches filled
+        for w in WORKLOADS:
+            run_load(topo, sut[s][0], cafile, w, 1, sut[s][1])
+    out = []
+    for i in range(rounds):
+        order = systems if i % 2 == 0 else tuple(reversed(systems))
+        one = {}
+        for w in WORKLOADS:
+            one[w] = {s: run_load(topo, sut[s][0], cafile, w, duration, sut[s][1]) for s in order}
+        print("bench %s: round %d: %s" % (label, i + 1, json.dumps(one)), flush=True)
+        out.append(one)
+    return out
+
+
 def tree_rss_kib(pid):
     return sum(rss_kib(p) for p in cpu.tree_pids(pid))
 
@@ -203,22 +230,9 @@ def main():
         upstream_ca = start_upstream(topo)
         vp, vp_addr, vp_ca = start_vibepit(topo, upstream_ca)
         sq, sq_addr, sq_ca = start_squid(topo, upstream_ca)
-        cafile = os.path.join(topo.tmp, "clients-trust.pem")
-        with open(cafile, "w") as out:
-            for path in (vp_ca, sq_ca):
-                with open(path) as f:
-                    out.write(f.read())
+        cafile = trust_file(topo, (vp_ca, sq_ca))
         sut = {"vibepit": (vp_addr, vp.pid), "squid": (sq_addr, sq.pid)}
-        for s in SYSTEMS:   # warm: leaves issued, helpers started, caches filled
-            for w in WORKLOADS:
-                run_load(topo, sut[s][0], cafile, w, 1, sut[s][1])
-        for i in range(args.rounds):
-            order = SYSTEMS if i % 2 == 0 else tuple(reversed(SYSTEMS))
-            one = {}
-            for w in WORKLOADS:
-                one[w] = {s: run_load(topo, sut[s][0], cafile, w, args.duration, sut[s][1]) for s in order}
-            print("bench inspect: round %d: %s" % (i + 1, json.dumps(one)), flush=True)
-            res["rounds"].append(one)
+        res["rounds"] = measure(topo, sut, SYSTEMS, cafile, args.rounds, args.duration, "inspect")
         if args.idle:
             res["idle_n"] = args.idle
             res["idle_kib"] = {s: idle_kib(topo, sut[s][0], cafile, sut[s][1], args.idle) for s in SYSTEMS}
