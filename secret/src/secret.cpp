@@ -1,6 +1,7 @@
 #include "vibepit/secret/secret.hpp"
 
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,8 +55,9 @@ SecretBytes::SecretBytes(std::size_t capacity) : capacity_(capacity) {
     throw std::bad_alloc();
   }
   // Locked where RLIMIT_MEMLOCK allows; otherwise the pages may be swapped, and locked()
-  // says so.
-  locked_ = ::mlock(p, mapped_) == 0;
+  // says so. The system call itself: sanitizer runtimes replace mlock() with a no-op that
+  // reports success.
+  locked_ = ::syscall(SYS_mlock, p, mapped_) == 0;
   data_ = static_cast<char*>(p);
   register_exit_wipe();
   auto& r = registry();
@@ -70,7 +72,7 @@ SecretBytes::~SecretBytes() {
     r.live.erase(this);
   }
   wipe(data_, mapped_);
-  if (locked_) ::munlock(data_, mapped_);
+  if (locked_) ::syscall(SYS_munlock, data_, mapped_);
   ::munmap(data_, mapped_);
 }
 
