@@ -5,6 +5,7 @@ that no secret ever crosses back. Another host gets the placeholder unchanged, a
 path rule refuses reaches no upstream, plain HTTP to the same name gets nothing; and the
 secret is in no record, log line, control answer, /proc file or core dump of the proxy."""
 
+import array
 import base64
 import glob
 import hashlib
@@ -196,10 +197,23 @@ class CredentialsTest(test_inspect.InspectCase):
         c.request("DELETE", "/v1/secrets/RT2")
 
     def test_a_core_dump_of_the_proxy_does_not_hold_it(self):
-        if not shutil.which("gcore"):
-            self.fail("gcore is missing: install gdb (scripts/install-deps.sh test)")
         c = self._use_every_secret()
         c.request("DELETE", "/v1/secrets/RT2")
+        forms = [f for secret in (GH_SECRET, KEY_SECRET, RUNTIME_SECRET) for f in every_form(secret)]
+        if self.proxy.sanitized():
+            # A sanitizer's allocator maps terabytes that gcore would write out whole (one run
+            # filled a disk): read what a core holds instead, every resident page of every
+            # mapping a core dump includes (readable, not marked dd). The sanitizer runtime
+            # copies /proc/self/environ before main runs, so the from-env variable's text
+            # is there as NAME=VALUE: that copy (only) is not ours to wipe.
+            pages, found = resident_dumpable_memory(self.proxy.proc.pid, forms,
+                                                    excused=b"VIBEPIT_IT_GH=")
+            self.assertGreater(pages, 256)
+            self.assertEqual(found, [], "the proxy's dumpable memory holds a form of a secret")
+            self.assertTrue(self.proxy.alive())
+            return
+        if not shutil.which("gcore"):
+            self.fail("gcore is missing: install gdb (scripts/install-deps.sh test)")
         prefix = os.path.join(self.topo.tmp, "proxy-core")
         pid = self.proxy.proc.pid
         r = subprocess.run(["gcore", "-o", prefix, str(pid)], capture_output=True, timeout=120)
@@ -210,13 +224,66 @@ class CredentialsTest(test_inspect.InspectCase):
                 self.assertGreater(len(core), 1 << 20)
                 # The core is of the right process: it holds text the proxy surely has in memory.
                 self.assertNotEqual(core.find(b"allowed.test"), -1)
-                for secret in (GH_SECRET, KEY_SECRET, RUNTIME_SECRET):
-                    for form in every_form(secret):
-                        self.assertEqual(core.find(form), -1, "the core dump holds a form of %s" % form)
+                for form in forms:
+                    self.assertEqual(core.find(form), -1, "the core dump holds a form of %s" % form)
             self.assertTrue(self.proxy.alive())
         finally:
             for p in cores:
                 os.unlink(p)
+
+
+def contains(data, needle, excused):
+    """Whether `needle` is in `data` other than right after `excused`."""
+    i = data.find(needle)
+    while i != -1:
+        if data[max(0, i - len(excused)):i] != excused:
+            return True
+        i = data.find(needle, i + 1)
+    return False
+
+
+def resident_dumpable_memory(pid, needles, excused=b"\0"):
+    """Scan every resident page of every mapping a core dump of `pid` holds (readable, not
+    VmFlags dd) for `needles`, except where `excused` comes just before one. Returns (pages
+    read, the needles found)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    maps = []
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            head = line.split(" ", 1)[0]
+            if "-" in head and ":" not in head:
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                maps.append({"lo": lo, "hi": hi, "perm": line.split()[1], "rss": 0, "flags": []})
+            elif line.startswith("Rss:"):
+                maps[-1]["rss"] = int(line.split()[1])
+            elif line.startswith("VmFlags:"):
+                maps[-1]["flags"] = line.split()[1:]
+    pages, found = 0, set()
+    overlap = max(len(n) for n in needles)
+    with open("/proc/%d/pagemap" % pid, "rb") as pagemap, open("/proc/%d/mem" % pid, "rb") as mem:
+        for m in maps:
+            if "r" not in m["perm"] or "dd" in m["flags"] or m["rss"] == 0:
+                continue
+            first, last = m["lo"] // page, m["hi"] // page
+            run_start, tail = None, b""
+            for chunk in range(first, last, 1 << 16):
+                n = min(1 << 16, last - chunk)
+                pagemap.seek(chunk * 8)
+                entries = array.array("Q", pagemap.read(n * 8))
+                for i, e in enumerate(entries + array.array("Q", [0])):
+                    present = i < len(entries) and (e >> 63) & 1
+                    if present and run_start is None:
+                        run_start = chunk + i
+                    elif not present and run_start is not None:
+                        mem.seek(run_start * page)
+                        try:
+                            data = tail + mem.read((chunk + i - run_start) * page)
+                        except OSError:
+                            data = b""
+                        pages += (chunk + i - run_start)
+                        found.update(nd for nd in needles if contains(data, nd, excused))
+                        tail, run_start = data[-overlap:], None
+    return pages, sorted(found)
 
 
 if __name__ == "__main__":
