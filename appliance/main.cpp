@@ -22,7 +22,6 @@
 #include "vibepit/decision_log/decision_log.hpp"
 #include "vibepit/dns/server.hpp"
 #include "vibepit/policy/ip.hpp"
-#include "vibepit/policy/name.hpp"
 #include "vibepit/policy/snapshot.hpp"
 #include "vibepit/proxy/inspection.hpp"
 #include "vibepit/proxy/resolver.hpp"
@@ -107,9 +106,7 @@ std::shared_ptr<const vibepit::policy::Credentials> with_channel(
                     : std::make_shared<vibepit::policy::Credentials>();
   for (auto& c : channel) {
     for (const auto& o : *out) {
-      if (o.spec.name == c.spec.name ||
-          (o.spec.host.text == c.spec.host.text &&
-           vibepit::policy::iequals_ascii(o.spec.header, c.spec.header)))
+      if (o.spec.name == c.spec.name || vibepit::policy::same_header_same_host(o.spec, c.spec))
         throw std::runtime_error("credential " + c.spec.name + " from the start-up channel " +
                                  "clashes with credential " + o.spec.name + " of the config");
     }

@@ -1,7 +1,6 @@
 #include "vibepit/config/config.hpp"
 #include "vibepit/policy/dns_types.hpp"
 #include "vibepit/policy/ip.hpp"
-#include "vibepit/policy/name.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -265,8 +264,7 @@ std::vector<CredentialConfig> parse_credentials(const json& v) {
     for (const auto& o : out) {
       if (o.spec.name == c.spec.name)
         throw ConfigError("credentials", "two credentials are named " + c.spec.name);
-      if (o.spec.host.text == c.spec.host.text &&
-          policy::iequals_ascii(o.spec.header, c.spec.header))
+      if (policy::same_header_same_host(o.spec, c.spec))
         throw ConfigError("credentials", o.spec.name + " and " + c.spec.name + " both set " +
                                              c.spec.header + " on " + c.spec.host.text);
     }

@@ -221,6 +221,10 @@ std::shared_ptr<const secret::SecretBytes> header_value(const CredentialSpec& sp
   return out;
 }
 
+bool same_header_same_host(const CredentialSpec& a, const CredentialSpec& b) {
+  return a.host.text == b.host.text && iequals_ascii(a.header, b.header);
+}
+
 bool credential_matches(const CredentialSpec& spec, std::string_view key, std::uint16_t port) {
   const HttpRule& r = spec.host;
   if (!port_glob_matches(r.port_glob, port)) return false;

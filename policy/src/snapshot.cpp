@@ -155,9 +155,7 @@ std::shared_ptr<Snapshot> without_credential(const Snapshot& base, std::string_v
 const Credential* credential_conflict(const Snapshot& snap, const CredentialSpec& spec) {
   if (!snap.credentials) return nullptr;
   for (const auto& c : *snap.credentials) {
-    if (c.spec.name != spec.name && c.spec.host.text == spec.host.text &&
-        iequals_ascii(c.spec.header, spec.header))
-      return &c;
+    if (c.spec.name != spec.name && same_header_same_host(c.spec, spec)) return &c;
   }
   return nullptr;
 }

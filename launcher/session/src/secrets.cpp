@@ -16,7 +16,6 @@
 #include <nlohmann/json.hpp>
 
 #include "vibepit/control/startup_channel.hpp"
-#include "vibepit/policy/name.hpp"
 #include "vibepit/secret/source.hpp"
 
 namespace vibepit::launcher {
@@ -145,8 +144,7 @@ std::vector<SessionSecret> read_secret_options(const std::vector<std::string>& t
     for (const auto& o : out) {
       if (o.spec.name == s.spec.name)
         throw std::invalid_argument("--secret " + s.spec.name + " is given twice");
-      if (o.spec.host.text == s.spec.host.text &&
-          policy::iequals_ascii(o.spec.header, s.spec.header))
+      if (policy::same_header_same_host(o.spec, s.spec))
         throw std::invalid_argument("--secret " + s.spec.name + " and " + o.spec.name +
                                     " both set " + s.spec.header + " on " + s.spec.host.text);
     }

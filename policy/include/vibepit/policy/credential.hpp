@@ -57,6 +57,10 @@ struct Credential {
 };
 using Credentials = std::vector<Credential>;
 
+// Whether two credentials would set the same header on the same host text (of which only
+// the first would reach the request): the rule every list of credentials keeps.
+bool same_header_same_host(const CredentialSpec& a, const CredentialSpec& b);
+
 // Whether the credential's host names host:port. `key` is a normalised name or canonical IP
 // text, as the HTTP rules are matched.
 bool credential_matches(const CredentialSpec& spec, std::string_view key, std::uint16_t port);
