@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "secrets.hpp"
 #include "vibepit/config/config.hpp"
 #include "vibepit/config/system_resolvers.hpp"
 #include "vibepit/control/plane.hpp"
@@ -75,70 +76,6 @@ void write_ca_cert(const std::string& path, const std::string& pem) {
   }
 }
 
-// One config credential with its value read (docs/credentials.md). Throws with the name and
-// what is wrong, never a byte of the value.
-vibepit::policy::Credential read_credential(const vibepit::config::CredentialConfig& c) {
-  try {
-    auto raw = c.from_file.empty() ? vibepit::secret::take_env(c.from_env)
-                                   : vibepit::secret::read_file(c.from_file);
-    return {c.spec, vibepit::policy::header_value(c.spec, raw->reveal())};
-  } catch (const std::exception& e) {
-    throw std::runtime_error("credential " + c.spec.name + ": " + e.what());
-  }
-}
-
-// The config's credentials, read before any thread starts (take_env must be).
-std::shared_ptr<const vibepit::policy::Credentials> read_credentials(
-    const vibepit::config::Config& cfg) {
-  if (cfg.credentials.empty()) return nullptr;
-  auto out = std::make_shared<vibepit::policy::Credentials>();
-  for (const auto& c : cfg.credentials) out->push_back(read_credential(c));
-  return out;
-}
-
-// The config's credentials and the start-up channel's together; one name or one header on
-// one host twice is an error.
-std::shared_ptr<const vibepit::policy::Credentials> with_channel(
-    std::shared_ptr<const vibepit::policy::Credentials> config,
-    std::vector<vibepit::policy::Credential> channel) {
-  if (channel.empty()) return config;
-  auto out = config ? std::make_shared<vibepit::policy::Credentials>(*config)
-                    : std::make_shared<vibepit::policy::Credentials>();
-  for (auto& c : channel) {
-    for (const auto& o : *out) {
-      if (o.spec.name == c.spec.name || vibepit::policy::same_header_same_host(o.spec, c.spec))
-        throw std::runtime_error("credential " + c.spec.name + " from the start-up channel " +
-                                 "clashes with credential " + o.spec.name + " of the config");
-    }
-    out->push_back(std::move(c));
-  }
-  return out;
-}
-
-// SIGHUP: the from-file credentials again, all or none (a file being rewritten must not
-// take one away).
-void reread_credentials(const vibepit::config::Config& cfg, vibepit::control::RuleUpdater& rules) {
-  std::vector<vibepit::policy::Credential> fresh;
-  try {
-    for (const auto& c : cfg.credentials) {
-      if (!c.from_file.empty()) fresh.push_back(read_credential(c));
-    }
-  } catch (const std::exception& e) {
-    spdlog::error("credentials not re-read, those in force stay: {}", e.what());
-    return;
-  }
-  for (auto& c : fresh) {
-    const std::string name = c.spec.name;
-    bool replaced = false;
-    auto set = rules.set_credential(std::move(c), replaced);
-    if (auto* why = std::get_if<std::string>(&set)) {
-      spdlog::error("credential {} not re-read: {}", name, *why);
-    } else {
-      spdlog::info("credential {} re-read, generation {}", name, std::get<std::uint64_t>(set));
-    }
-  }
-}
-
 int wait_for_signal() {
   sigset_t set;
   sigemptyset(&set);
@@ -178,6 +115,7 @@ int run(int argc, char** argv) {
   vibepit::config::Config cfg;
   std::string upstream_source = "the config";
   std::shared_ptr<const vibepit::policy::Credentials> credentials;
+  std::vector<vibepit::secret::SharedSecret> tenant_tokens;
   try {
     cfg = vibepit::config::load_config(config_path);
     if (cfg.upstream_dns().empty()) {
@@ -190,11 +128,13 @@ int run(int argc, char** argv) {
     return 2;
   }
   try {
-    credentials = read_credentials(cfg);
+    credentials = vibepit::appliance::read_credentials(cfg);
+    tenant_tokens = vibepit::appliance::read_tenant_tokens(cfg);
     if (credentials_fd >= 0 && !check_only) {
       auto channel = vibepit::control::read_startup_channel(credentials_fd);
       control_opts.server_credentials = std::move(channel.server);
-      credentials = with_channel(std::move(credentials), std::move(channel.credentials));
+      credentials =
+          vibepit::appliance::with_channel(std::move(credentials), std::move(channel.credentials));
     }
   } catch (const std::exception& e) {
     std::cerr << "vibepit-proxy: " << e.what() << "\n";
@@ -235,7 +175,8 @@ int run(int argc, char** argv) {
     auto compiled = std::get<std::shared_ptr<vibepit::policy::Snapshot>>(
         vibepit::policy::compile_mutable(cfg.rules, 1));
     compiled->credentials = std::move(credentials);
-    vibepit::policy::SnapshotStore store(std::move(compiled));
+    vibepit::policy::SnapshotStore store(
+        vibepit::policy::with_tenant_tokens(*compiled, std::move(tenant_tokens)));
     // Rule writers are serialised by one updater: the control plane's, or this one.
     std::optional<vibepit::control::RuleUpdater> local_rules;
     // The control thread reads the log's ring, and the log's writer thread feeds the control
@@ -312,9 +253,10 @@ int run(int argc, char** argv) {
     }
     int sig = wait_for_signal();
     for (; sig == SIGHUP; sig = wait_for_signal()) {
-      spdlog::info("signal {}: reopening the decision log, re-reading credential files", sig);
+      spdlog::info("signal {}: reopening the decision log, re-reading credential and token files",
+                   sig);
       log.reopen();
-      reread_credentials(cfg, rules);
+      vibepit::appliance::reread_secrets(cfg, rules);
     }
     spdlog::info("signal {}: draining (up to {} ms)", sig, cfg.proxy.drain_timeout.count());
     if (dns) dns->stop();

@@ -1,4 +1,6 @@
 #include "vibepit/config/config.hpp"
+
+#include "json_values.hpp"
 #include "vibepit/policy/dns_types.hpp"
 #include "vibepit/policy/ip.hpp"
 
@@ -26,22 +28,8 @@ std::uint16_t parse_port(std::string_view digits) {
   return static_cast<std::uint16_t>(value);
 }
 
-std::string type_name(const json& v) {
-  return v.type_name();
-}
-
-std::vector<std::string> string_list(const json& v, const std::string& key) {
-  if (!v.is_array()) throw ConfigError(key, "must be a list of strings, got " + type_name(v));
-  std::vector<std::string> out;
-  for (const auto& item : v) {
-    if (!item.is_string()) {
-      throw ConfigError(key,
-                        "must be a list of strings, got an element of type " + type_name(item));
-    }
-    out.push_back(item.get<std::string>());
-  }
-  return out;
-}
+using detail::string_list;
+using detail::type_name;
 
 // A list of ADDR:PORT strings, or one such string.
 std::vector<Endpoint> endpoint_list(const json& v, const std::string& key,
@@ -275,6 +263,27 @@ std::vector<CredentialConfig> parse_credentials(const json& v) {
 
 }  // namespace
 
+namespace detail {
+
+std::string type_name(const json& v) {
+  return v.type_name();
+}
+
+std::vector<std::string> string_list(const json& v, const std::string& key) {
+  if (!v.is_array()) throw ConfigError(key, "must be a list of strings, got " + type_name(v));
+  std::vector<std::string> out;
+  for (const auto& item : v) {
+    if (!item.is_string()) {
+      throw ConfigError(key,
+                        "must be a list of strings, got an element of type " + type_name(item));
+    }
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace detail
+
 std::string Endpoint::to_string() const {
   return policy::join_host_port(addr.to_string(), port);
 }
@@ -329,6 +338,7 @@ Config parse_config(std::string_view json_text) {
 
   Config cfg;
   bool have_listen = false;
+  const json* dns_tenants = nullptr;
   for (const auto& [key, v] : root.items()) {
     if (key == "proxy-listen") {
       cfg.proxy.listen = endpoint_list(v, key, 0);
@@ -341,6 +351,10 @@ Config parse_config(std::string_view json_text) {
       cfg.rules.allow_dns = string_list(v, key);
     } else if (key == "credentials") {
       cfg.credentials = parse_credentials(v);
+    } else if (key == "tenants") {
+      detail::parse_tenants(v, cfg);
+    } else if (key == "dns-tenants") {
+      dns_tenants = &v;  // after tenants, whatever the order of the keys
     } else if (key == "block-cidr") {
       cfg.rules.block_cidr = string_list(v, key);
     } else if (key == "mode") {
@@ -421,6 +435,7 @@ Config parse_config(std::string_view json_text) {
     }
   }
   if (!have_listen) throw ConfigError("proxy-listen", "is required");
+  if (dns_tenants != nullptr) detail::parse_dns_tenants(*dns_tenants, cfg);
   check_control_listen(cfg);
   if (cfg.dns.cache_min_ttl > cfg.dns.cache_max_ttl) {
     throw ConfigError("dns-cache-min-ttl", "is larger than dns-cache-max-ttl");

@@ -63,6 +63,19 @@ json ask_json(const AskSettings& a) {
           {"max", a.max_total}};
 }
 
+// Each tenant's own rules, by name: {"NAME": {"allow-http": [...], "allow-dns": [...]}}.
+// Never a token.
+json tenant_rules(const policy::Snapshot& snap) {
+  json out = json::object();
+  if (snap.tenants) {
+    for (const auto& t : *snap.tenants) {
+      out[t.name] = {{"allow-http", t.allow_http.to_vector()},
+                     {"allow-dns", t.allow_dns.to_vector()}};
+    }
+  }
+  return out;
+}
+
 // Each credential as NAME=HOST:PORT,header=H,format=F: never a value.
 json credential_texts(const policy::Snapshot& snap) {
   json out = json::array();
@@ -267,7 +280,8 @@ ApiResponse ControlApi::rules_view() const {
                              {"allow-http", snap->rules.allow_http.to_vector()},
                              {"allow-dns", snap->rules.allow_dns.to_vector()},
                              {"block-cidr", snap->rules.block_cidr},
-                             {"credentials", credential_texts(*snap)}});
+                             {"credentials", credential_texts(*snap)},
+                             {"tenants", tenant_rules(*snap)}});
 }
 
 ApiResponse ControlApi::add_rules(RuleList list, const ApiRequest& req) const {
@@ -278,8 +292,20 @@ ApiResponse ControlApi::add_rules(RuleList list, const ApiRequest& req) const {
   if (!body.is_object() || !body.contains("entries") || !body["entries"].is_array()) {
     return error_response(400, "the body must be {\"entries\": [\"...\"]}");
   }
+  policy::TenantId tenant = policy::kNoTenant;
   for (const auto& [k, v] : body.items()) {
-    if (k != "entries") return error_response(400, "unknown key \"" + k.substr(0, 64) + "\"");
+    if (k == "tenant") {
+      // A tenant's own rules; the top level's when absent.
+      const auto snap = store_.current();
+      if (v.is_string()) tenant = policy::find_tenant(*snap, v.get<std::string>());
+      if (tenant == policy::kNoTenant) {
+        return error_response(400,
+                              "\"tenant\" must name a tenant of the configuration" +
+                                  std::string(snap->tenants ? "" : ", and this proxy has none"));
+      }
+    } else if (k != "entries") {
+      return error_response(400, "unknown key \"" + k.substr(0, 64) + "\"");
+    }
   }
   const auto& arr = body["entries"];
   if (arr.empty()) return error_response(400, "\"entries\" is empty");
@@ -296,7 +322,7 @@ ApiResponse ControlApi::add_rules(RuleList list, const ApiRequest& req) const {
     }
     entries.push_back(arr[i].get<std::string>());
   }
-  auto result = rules_.add(list, entries);
+  auto result = rules_.add(list, entries, tenant);
   if (auto* errors = std::get_if<std::vector<policy::RuleError>>(&result)) {
     json details = json::array();
     for (const auto& e : *errors) {

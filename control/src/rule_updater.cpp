@@ -1,5 +1,6 @@
 #include "vibepit/control/rule_updater.hpp"
 
+#include <stdexcept>
 #include <unordered_set>
 
 namespace vibepit::control {
@@ -29,12 +30,13 @@ std::vector<policy::RuleError> parse_all(const std::vector<std::string>& entries
 // Moves the rules that neither the matcher in force nor an earlier entry of the same
 // request holds out of `rules`, recording which were new. The cost grows with the entries
 // given, not with the rules in force.
-template <class Rule, class Matcher>
-std::vector<Rule> only_new(std::vector<Rule>& rules, const Matcher& present, AddResult& out) {
+template <class Rule>
+std::vector<Rule> only_new(std::vector<Rule>& rules, const policy::Snapshot& present,
+                           policy::TenantId tenant, AddResult& out) {
   std::unordered_set<std::string> seen;
   std::vector<Rule> fresh;
   for (auto& rule : rules) {
-    if (!present.contains(rule) && seen.insert(rule.text).second) {
+    if (!policy::has_rule(present, rule, tenant) && seen.insert(rule.text).second) {
       out.added.push_back(rule.text);
       fresh.push_back(std::move(rule));
     } else {
@@ -47,7 +49,7 @@ std::vector<Rule> only_new(std::vector<Rule>& rules, const Matcher& present, Add
 }  // namespace
 
 std::variant<AddResult, std::vector<policy::RuleError>> RuleUpdater::add(
-    RuleList list, const std::vector<std::string>& entries) {
+    RuleList list, const std::vector<std::string>& entries, policy::TenantId tenant) {
   policy::ParsedRules parsed;
   auto errors = list == RuleList::allow_http
                     ? parse_all(entries, policy::parse_http_rule, parsed.allow_http)
@@ -58,17 +60,24 @@ std::variant<AddResult, std::vector<policy::RuleError>> RuleUpdater::add(
   auto snap = store_.current();
   AddResult out;
   policy::ParsedRules fresh;
+  if (tenant != policy::kNoTenant && policy::tenant_of(*snap, tenant) == nullptr)
+    throw std::invalid_argument("RuleUpdater::add: no such tenant");
   if (list == RuleList::allow_http) {
-    fresh.allow_http = only_new(parsed.allow_http, snap->http, out);
+    fresh.allow_http = only_new(parsed.allow_http, *snap, tenant, out);
   } else {
-    fresh.allow_dns = only_new(parsed.allow_dns, snap->dns, out);
+    fresh.allow_dns = only_new(parsed.allow_dns, *snap, tenant, out);
   }
   if (out.added.empty()) {
     out.generation = snap->generation;
     return out;
   }
-  out.generation = publish(policy::with_added(*snap, std::move(fresh)));
+  out.generation = publish(policy::with_added(*snap, std::move(fresh), tenant));
   return out;
+}
+
+std::uint64_t RuleUpdater::set_tenant_tokens(std::vector<secret::SharedSecret> tokens) {
+  std::lock_guard lock(mu_);
+  return publish(policy::with_tenant_tokens(*store_.current(), std::move(tokens)));
 }
 
 std::uint64_t RuleUpdater::set_mode(policy::Mode mode, bool& changed) {

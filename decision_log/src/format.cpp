@@ -218,6 +218,7 @@ void dns_fields(Line& line, const DecisionRecord& r) {
   client_field(line, r);
   if (r.transport) line.field("transport", r.transport);
   line.field("qname", r.host);
+  if (!r.tenant.empty()) line.field("tenant", r.tenant);
   line.field("qtype", r.qtype ? policy::dns_type_name(r.qtype) : std::string());
   line.field("rcode", r.rcode ? r.rcode : "");
   line.raw(",\"addrs\":[");
@@ -269,6 +270,7 @@ void append_json_line(std::string& out, const DecisionRecord& r) {
   if (!r.path.empty()) line.field("path", r.path);
   if (r.tunnel != 0) line.field("tunnel", r.tunnel);
   if (!r.credential.empty()) line.field("credential", r.credential);
+  if (!r.tenant.empty()) line.field("tenant", r.tenant);
   line.field("verdict", policy::to_string(r.verdict));
   line.field("reason", policy::to_string(r.reason));
   line.field("rule", r.rule);

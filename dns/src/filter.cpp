@@ -13,7 +13,8 @@ QtypeSet::QtypeSet() {
   for (std::uint16_t t : config::DnsConfig{}.qtypes) bits_.set(t);
 }
 
-QueryVerdict check_query(const Query& q, const policy::Snapshot& snap, const QtypeSet& types) {
+QueryVerdict check_query(const Query& q, const policy::Snapshot& snap, const QtypeSet& types,
+                         policy::TenantId tenant) {
   using policy::Reason;
   // Zone transfers and the obsolete mail meta types are refused before the name is even
   // looked at: no rule can allow them.
@@ -27,7 +28,7 @@ QueryVerdict check_query(const Query& q, const policy::Snapshot& snap, const Qty
   if (!q.qname.plain) {
     return {QueryAction::deny, Reason::invalid_target, {}, "name has escaped octets"};
   }
-  const policy::Decision d = policy::decide_dns(q.qname.view(), snap);
+  const policy::Decision d = policy::decide_dns(q.qname.view(), snap, tenant);
   if (d.verdict == policy::Verdict::deny) {
     return {QueryAction::deny,
             d.reason,

@@ -157,7 +157,9 @@ bool QueryHandler::handle(std::span<const std::uint8_t> pkt, const asio::ip::add
     return true;
   }
   // Policy first, always: a cached answer never outlives the rule that let it in.
-  auto verdict = check_query(q, *snap, qtypes_);
+  const policy::TenantId tenant = config::dns_tenant(cfg_, rec.client_ip);
+  if (const auto* who = policy::tenant_of(*snap, tenant)) rec.tenant = who->name;
+  auto verdict = check_query(q, *snap, qtypes_, tenant);
   rec.reason = verdict.reason;
   rec.would_deny = verdict.would_deny;
   rec.rule = verdict.rule;

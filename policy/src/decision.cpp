@@ -62,6 +62,8 @@ std::string_view to_string(Reason r) {
       return "not_tls";
     case Reason::bad_client_hello:
       return "bad_client_hello";
+    case Reason::unauthenticated:
+      return "unauthenticated";
   }
   return "unknown";
 }
@@ -114,12 +116,16 @@ bool has_credential(std::string_view key, std::uint16_t port, const Snapshot& sn
   return false;
 }
 
-// host:port against the rules: a plain rule allows it whole; rules with methods and a path
-// allow it as far as its requests go (per_request), and make it inspected either way, as a
-// credential for it does.
-Decision match_http(std::string_view key, std::uint16_t port, const Snapshot& snap) {
+// host:port against the rules (the top level's, then the tenant's): a plain rule allows it
+// whole; rules with methods and a path allow it as far as its requests go (per_request), and
+// make it inspected either way, as a credential for it does.
+Decision match_http(std::string_view key, std::uint16_t port, const Snapshot& snap,
+                    const Tenant* tenant) {
   const HttpRule* plain = snap.http.match(key, port);
+  if (plain == nullptr && tenant != nullptr) plain = tenant->http.match(key, port);
   const HttpRule* inspecting = snap.http.inspection_rule(key, port);
+  if (inspecting == nullptr && tenant != nullptr)
+    inspecting = tenant->http.inspection_rule(key, port);
   Decision d = from_match(plain != nullptr ? plain : inspecting);
   // A credential never allows anything by itself; it only makes its host inspected.
   d.inspect = inspecting != nullptr || has_credential(key, port, snap);
@@ -129,23 +135,27 @@ Decision match_http(std::string_view key, std::uint16_t port, const Snapshot& sn
 
 }  // namespace
 
-Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& snap) {
+Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& snap,
+                     TenantId tenant) {
   std::string storage;
   Decision refused;
   const auto key = http_key(host, port, snap, storage, refused);
   if (!key) return refused;
-  return apply_mode(match_http(*key, port, snap), snap.rules.mode);
+  return apply_mode(match_http(*key, port, snap, tenant_of(snap, tenant)), snap.rules.mode);
 }
 
 Decision decide_request(std::string_view host, std::uint16_t port, std::string_view method,
-                        std::string_view path, const Snapshot& snap) {
+                        std::string_view path, const Snapshot& snap, TenantId tenant) {
   std::string storage;
   Decision refused;
   const auto key = http_key(host, port, snap, storage, refused);
   if (!key) return refused;
-  Decision d = match_http(*key, port, snap);
+  const Tenant* t = tenant_of(snap, tenant);
+  Decision d = match_http(*key, port, snap, t);
   if (d.per_request) {
-    if (const HttpRule* r = snap.http.match_request(*key, port, method, path)) {
+    const HttpRule* r = snap.http.match_request(*key, port, method, path);
+    if (r == nullptr && t != nullptr) r = t->http.match_request(*key, port, method, path);
+    if (r != nullptr) {
       d.rule = r->text;
     } else {
       d.verdict = Verdict::deny;
@@ -156,11 +166,17 @@ Decision decide_request(std::string_view host, std::uint16_t port, std::string_v
   return apply_mode(d, snap.rules.mode);
 }
 
-Decision decide_dns(std::string_view qname, const Snapshot& snap) {
+Decision decide_dns(std::string_view qname, const Snapshot& snap, TenantId tenant) {
   std::string storage;
   const auto name = matchable_name(qname, storage);
   if (!name) return deny(Reason::invalid_target);
-  return apply_mode(from_match(snap.dns.match(*name)), snap.rules.mode);
+  const DnsRule* rule = snap.dns.match(*name);
+  if (rule == nullptr && tenant == kEveryTenant) {
+    rule = snap.tenant_dns.match(*name);
+  } else if (rule == nullptr) {
+    if (const Tenant* t = tenant_of(snap, tenant)) rule = t->dns.match(*name);
+  }
+  return apply_mode(from_match(rule), snap.rules.mode);
 }
 
 }  // namespace vibepit::policy

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 #include <unordered_set>
 
 namespace vibepit::policy {
@@ -71,6 +72,38 @@ void compile_list(const std::vector<std::string>& entries, Parse parse, Matcher&
   for (auto& rule : rules) add_rule(matcher, texts, std::move(rule));
 }
 
+// Each tenant's rules into its own matchers, and its allow-dns into the union the DNS server
+// answers from. An error's list names the tenant: `tenant NAME allow-http`.
+void compile_tenants(const std::vector<TenantRuleSet>& sets, Snapshot& snap,
+                     std::vector<RuleError>& errors) {
+  if (sets.empty()) return;
+  auto tenants = std::make_shared<Tenants>();
+  tenants->reserve(sets.size());
+  for (const auto& set : sets) {
+    if (auto why = tenant_name_problem(set.name); !why.empty()) {
+      errors.push_back(RuleError{"tenants", set.name, std::move(why)});
+      continue;
+    }
+    const bool taken = std::any_of(tenants->begin(), tenants->end(),
+                                   [&](const Tenant& t) { return t.name == set.name; });
+    if (taken) {
+      errors.push_back(RuleError{"tenants", set.name, "two tenants have this name"});
+      continue;
+    }
+    Tenant& t = tenants->emplace_back();
+    t.name = set.name;
+    const std::size_t before = errors.size();
+    compile_list<HttpRule>(set.allow_http, parse_http_rule, t.http, t.allow_http, errors);
+    compile_list<DnsRule>(set.allow_dns, parse_dns_rule, t.dns, t.allow_dns, errors);
+    for (std::size_t i = before; i < errors.size(); ++i)
+      errors[i].list = "tenant " + set.name + " " + errors[i].list;
+    CowList<std::string> ignored;
+    for (std::size_t i = 0; i < t.allow_dns.size(); ++i)
+      add_rule(snap.tenant_dns, ignored, std::get<DnsRule>(parse_dns_rule(t.allow_dns[i])));
+  }
+  snap.tenants = std::move(tenants);
+}
+
 }  // namespace
 
 std::string_view to_string(Mode m) {
@@ -107,6 +140,7 @@ std::variant<std::shared_ptr<Snapshot>, std::vector<RuleError>> compile_mutable(
       blocked.push_back(cidr);
     }
   }
+  compile_tenants(rules.tenants, *snap, errors);
   if (!errors.empty()) return errors;
   snap->classifier = Classifier(std::move(blocked));
   return snap;
@@ -119,10 +153,50 @@ std::variant<std::shared_ptr<const Snapshot>, std::vector<RuleError>> compile(
   return std::shared_ptr<const Snapshot>(std::get<std::shared_ptr<Snapshot>>(std::move(result)));
 }
 
-std::shared_ptr<Snapshot> with_added(const Snapshot& base, ParsedRules added) {
+std::shared_ptr<Snapshot> with_added(const Snapshot& base, ParsedRules added, TenantId tenant) {
   auto snap = std::make_shared<Snapshot>(base);
-  for (auto& rule : added.allow_http) add_rule(snap->http, snap->rules.allow_http, std::move(rule));
-  for (auto& rule : added.allow_dns) add_rule(snap->dns, snap->rules.allow_dns, std::move(rule));
+  if (tenant == kNoTenant) {
+    for (auto& r : added.allow_http) add_rule(snap->http, snap->rules.allow_http, std::move(r));
+    for (auto& r : added.allow_dns) add_rule(snap->dns, snap->rules.allow_dns, std::move(r));
+    return snap;
+  }
+  if (tenant_of(base, tenant) == nullptr)
+    throw std::invalid_argument("with_added: no tenant " + std::to_string(tenant));
+  // The list is copied (its tenants share their matchers' parts), and one tenant changed.
+  auto tenants = std::make_shared<Tenants>(*base.tenants);
+  Tenant& t = (*tenants)[static_cast<std::size_t>(tenant)];
+  for (auto& r : added.allow_http) add_rule(t.http, t.allow_http, std::move(r));
+  CowList<std::string> ignored;
+  for (auto& r : added.allow_dns) {
+    add_rule(snap->tenant_dns, ignored, r);
+    add_rule(t.dns, t.allow_dns, std::move(r));
+  }
+  snap->tenants = std::move(tenants);
+  return snap;
+}
+
+bool has_rule(const Snapshot& snap, const HttpRule& rule, TenantId tenant) {
+  if (tenant == kNoTenant) return snap.http.contains(rule);
+  const Tenant* t = tenant_of(snap, tenant);
+  return t != nullptr && t->http.contains(rule);
+}
+
+bool has_rule(const Snapshot& snap, const DnsRule& rule, TenantId tenant) {
+  if (tenant == kNoTenant) return snap.dns.contains(rule);
+  const Tenant* t = tenant_of(snap, tenant);
+  return t != nullptr && t->dns.contains(rule);
+}
+
+std::shared_ptr<Snapshot> with_tenant_tokens(const Snapshot& base,
+                                             std::vector<secret::SharedSecret> tokens) {
+  const std::size_t n = base.tenants ? base.tenants->size() : 0;
+  if (tokens.size() != n)
+    throw std::invalid_argument("with_tenant_tokens: one token for each tenant");
+  auto snap = std::make_shared<Snapshot>(base);
+  if (n == 0) return snap;
+  auto tenants = std::make_shared<Tenants>(*base.tenants);
+  for (std::size_t i = 0; i < n; ++i) (*tenants)[i].token = std::move(tokens[i]);
+  snap->tenants = std::move(tenants);
   return snap;
 }
 

@@ -31,6 +31,8 @@ constexpr Row kTable[] = {
     {Reason::no_sni, 403, ProxyError::http_request_denied},
     {Reason::not_tls, 403, ProxyError::http_request_denied},
     {Reason::bad_client_hello, 403, ProxyError::http_request_denied},
+    // A shared gateway's client without valid Proxy-Authorization (with Proxy-Authenticate).
+    {Reason::unauthenticated, 407, ProxyError::http_request_denied},
 };
 
 const Row& row(Reason r) {
@@ -88,6 +90,12 @@ void finish(Outcome& o, std::string_view target, std::string_view host) {
       break;
     case Reason::bad_client_hello:
       o.text = "access to " + t + " refused: a malformed TLS ClientHello.";
+      break;
+    case Reason::unauthenticated:
+      o.text = "access to " + t +
+               " refused: this proxy is shared by tenants; send Proxy-Authorization: Basic "
+               "with your tenant's name and token (a proxy URL http://NAME:TOKEN@host:port "
+               "does).";
       break;
     case Reason::allowlisted:
       break;

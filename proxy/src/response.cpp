@@ -31,8 +31,8 @@ std::string proxy_status_value(ProxyError error, std::string_view message) {
   return out;
 }
 
-std::string make_error_response(int status, ProxyError error, std::string_view message,
-                                bool close) {
+std::string make_error_response(int status, ProxyError error, std::string_view message, bool close,
+                                std::string_view fields) {
   std::string body = "vibepit: ";
   body += message;
   body += '\n';
@@ -43,6 +43,7 @@ std::string make_error_response(int status, ProxyError error, std::string_view m
   out += "\r\nCache-Control: no-store\r\nProxy-Status: ";
   out += proxy_status_value(error, message);
   out += "\r\n";
+  out += fields;
   if (close) out += "Connection: close\r\n";
   out += "\r\n";
   out += body;

@@ -12,11 +12,14 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
 
+#include "vibepit/http/proxy_auth.hpp"
 #include "vibepit/policy/ip.hpp"
+#include "vibepit/policy/name.hpp"
 #include "vibepit/proxy/response.hpp"
 #include "vibepit/proxy/upstream.hpp"
 #include "vibepit/proxy/worker.hpp"
 #include "vibepit/runtime/endpoint.hpp"
+#include "vibepit/secret/secret.hpp"
 
 namespace vibepit::proxy {
 namespace {
@@ -225,6 +228,10 @@ asio::awaitable<void> Session::run() {
                               err->what, std::move(message));
       break;
     }
+    if (!authenticate(head)) {
+      co_await refuse_unauthenticated(head.method, target.authority);
+      break;
+    }
     if (target.form == http::TargetForm::authority) {
       record_ = new_record("CONNECT", target.authority.host, target.authority.port);
       inbuf_.consume(head.head_size);
@@ -270,6 +277,7 @@ decision_log::DecisionRecord Session::new_record(std::string_view method, std::s
   rec.method = std::string(method);
   rec.host.assign(host);
   rec.port = port;
+  rec.tenant = tenant_name_;
   return rec;  // gen and mode come from the snapshot decide_and_dial takes
 }
 
@@ -301,7 +309,7 @@ void Session::emit_close(decision_log::DecisionRecord rec, clock::time_point sta
 
 policy::Decision Session::decide(const http::Authority& target, RequestLine* req,
                                  const policy::Snapshot& snap, Outcome* why) {
-  policy::Decision d = policy::decide_http(target.host, target.port, snap);
+  policy::Decision d = policy::decide_http(target.host, target.port, snap, tenant_);
   if (d.verdict != policy::Verdict::allow || !d.per_request) return d;
   auto refuse_as = [&](policy::Reason reason, std::string detail) {
     d.verdict = policy::Verdict::deny;
@@ -323,7 +331,8 @@ policy::Decision Session::decide(const http::Authority& target, RequestLine* req
     return refuse_as(policy::Reason::invalid_target,
                      "the method/path rules cannot match its path: " + req->normal->error);
   }
-  return policy::decide_request(target.host, target.port, req->method, req->normal->path, snap);
+  return policy::decide_request(target.host, target.port, req->method, req->normal->path, snap,
+                                tenant_);
 }
 
 void Session::explain_denial(policy::Decision&& d, const http::Authority& target,
@@ -481,6 +490,49 @@ asio::awaitable<void> Session::refuse_invalid(std::string_view method, std::stri
                                               std::string message) {
   record_invalid(method, host, port, std::move(detail));
   co_await refuse(400, ProxyError::http_request_error, std::move(message), true);
+}
+
+bool Session::authenticate(const http::RequestHead& head) {
+  const auto snap = w_.snapshot();
+  if (!snap->tenants) return true;
+  std::optional<std::string_view> value;
+  for (const auto& h : head.headers) {
+    if (!policy::iequals_ascii(h.name, "proxy-authorization")) continue;
+    if (value) return false;  // two: which one would be meant?
+    value = h.value;
+  }
+  if (!value) return false;
+  // The token passes through this stack buffer only, wiped before it goes.
+  char buf[1100];
+  const auto c = http::parse_basic(*value, buf);
+  policy::TenantId id = policy::kNoTenant;
+  if (c.error == http::BasicError::none) id = policy::authenticate(*snap, c.user, c.password);
+  secret::wipe(buf, sizeof buf);
+  if (id == policy::kNoTenant) return false;
+  if (id != tenant_) {
+    tenant_ = id;
+    tenant_name_ = policy::tenant_of(*snap, id)->name;
+  }
+  return true;
+}
+
+asio::awaitable<void> Session::refuse_unauthenticated(std::string_view method,
+                                                      const http::Authority& target) {
+  auto rec = new_record(method.substr(0, 32), target.host, target.port);
+  rec.tenant.clear();  // whatever an earlier request proved, this one did not
+  policy::Decision d;  // a deny in every mode: no rule can allow it
+  d.reason = policy::Reason::unauthenticated;
+  Outcome o = explain(std::move(d), target.display());
+  const auto snap = w_.snapshot();
+  rec.gen = snap->generation;
+  rec.mode = snap->rules.mode;
+  record_outcome(rec, o);
+  emit(std::move(rec));
+  auto text = make_error_response(o.status, o.error, o.text, true,
+                                  "Proxy-Authenticate: Basic realm=\"vibepit\"\r\n");
+  co_await send(text);
+  asio::error_code ignored;
+  client_.shutdown(tcp::socket::shutdown_send, ignored);
 }
 
 asio::awaitable<void> Session::refuse(int status, ProxyError error, std::string message,

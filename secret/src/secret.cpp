@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -40,6 +41,21 @@ std::size_t page_size() {
 
 void wipe(void* p, std::size_t n) noexcept {
   if (p != nullptr && n != 0) ::explicit_bzero(p, n);
+}
+
+bool equal_constant_time(std::string_view given, std::string_view expected) noexcept {
+  // Every byte of `given` is compared, with expected's bytes read in turn (from the start
+  // again past its end): one pass whose length is given's, and no branch on a byte.
+  std::size_t diff = given.size() ^ expected.size();
+  const std::size_t n = expected.size();
+  for (std::size_t i = 0, j = 0; i < given.size(); ++i) {
+    const auto e = n == 0 ? std::uint8_t{0} : static_cast<std::uint8_t>(expected[j]);
+    diff |= static_cast<std::uint8_t>(given[i]) ^ e;
+    j = j + 1 == n ? 0 : j + 1;
+  }
+  // The optimiser may not turn the loop into an early exit on a difference found.
+  asm volatile("" : "+r"(diff));
+  return diff == 0;
 }
 
 SecretBytes::SecretBytes(std::size_t capacity) : capacity_(capacity) {

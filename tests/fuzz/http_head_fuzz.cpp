@@ -1,5 +1,6 @@
-// libFuzzer target: request and response heads, framing, the chunked validator and the
-// rewrites. Invariants are checked with CHECK, which aborts even in release builds.
+// libFuzzer target: request and response heads, framing, the chunked validator, the
+// rewrites and Proxy-Authorization's Basic credentials. Invariants are checked with CHECK, which
+// aborts even in release builds.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include "vibepit/http/authority.hpp"
 #include "vibepit/http/body.hpp"
 #include "vibepit/http/head.hpp"
+#include "vibepit/http/proxy_auth.hpp"
 
 namespace {
 
@@ -71,6 +73,44 @@ void check_chunked(std::string_view body, std::string_view sizes) {
   CHECK(whole == bytes);
 }
 
+std::string base64(std::string_view in) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (std::size_t i = 0; i < in.size(); i += 3) {
+    std::uint32_t v = static_cast<std::uint8_t>(in[i]) << 16;
+    if (i + 1 < in.size()) v |= static_cast<std::uint8_t>(in[i + 1]) << 8;
+    if (i + 2 < in.size()) v |= static_cast<std::uint8_t>(in[i + 2]);
+    out += kAlphabet[v >> 18 & 63];
+    out += kAlphabet[v >> 12 & 63];
+    out += i + 1 < in.size() ? kAlphabet[v >> 6 & 63] : '=';
+    out += i + 2 < in.size() ? kAlphabet[v & 63] : '=';
+  }
+  return out;
+}
+
+// Decoded credentials lie in the buffer, hold no control byte, and the user has no ':';
+// encoding them again gives a value that decodes to the same.
+void check_basic(std::string_view value) {
+  char buf[64];
+  const BasicCredentials c = parse_basic(value, buf);
+  CHECK(!describe(c.error).empty());
+  if (c.error != BasicError::none) {
+    CHECK(c.user.empty() && c.password.empty());
+    return;
+  }
+  const std::string_view all(buf, sizeof buf);
+  CHECK(within(all, c.user) && within(all, c.password));
+  CHECK(c.user.find(':') == std::string_view::npos);
+  for (std::string_view part : {c.user, c.password}) {
+    for (char ch : part) CHECK(static_cast<unsigned char>(ch) >= 0x20 && ch != 0x7f);
+  }
+  const std::string again = "basic " + base64(std::string(c.user) + ":" + std::string(c.password));
+  char buf2[64];
+  const BasicCredentials d = parse_basic(again, buf2);
+  CHECK(d.error == BasicError::none && d.user == c.user && d.password == c.password);
+}
+
 void check_request(std::string_view in, std::string_view sizes) {
   RequestHead head;
   const ParseResult r = parse_request_head(in, kMaxHead, head);
@@ -79,6 +119,9 @@ void check_request(std::string_view in, std::string_view sizes) {
   if (r.state == ParseState::incomplete) CHECK(in.size() < kMaxHead);
   if (r.state != ParseState::complete) return;
   check_fields(in, head);
+  for (const Header& h : head.headers) {
+    if (h.name.size() == 19) check_basic(h.value);  // Proxy-Authorization's length
+  }
   CHECK(!head.method.empty() && !head.target.empty());
   CHECK(head.version_minor == 0 || head.version_minor == 1);
 
@@ -147,5 +190,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check_request(in, sizes);
   check_response(in);
   check_chunked(in, sizes);
+  check_basic(in);
   return 0;
 }

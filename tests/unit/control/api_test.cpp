@@ -157,6 +157,42 @@ TEST_F(ApiTest, DnsRulesReachTheDnsMatcher) {
   EXPECT_EQ(policy::decide_dns("pypi.org", *snap).verdict, policy::Verdict::deny);  // apex
 }
 
+TEST_F(ApiTest, RulesCanBeATenantsOwn) {
+  // Without tenants, naming one is an error that says so.
+  auto none = call("POST", "/v1/allow-http", R"({"entries":["a.test:443"],"tenant":"alpha"})");
+  EXPECT_EQ(none.status, 400);
+  EXPECT_NE(none.body.find("has none"), std::string::npos) << none.body;
+  EXPECT_TRUE(body(call("GET", "/v1/rules"))["tenants"].empty());
+
+  policy::RuleSet rules;
+  rules.allow_http = {"example.com:443"};
+  rules.tenants = {{"alpha", {"a.test:443"}, {}}, {"beta", {}, {"b.test"}}};
+  store_.publish(std::get<std::shared_ptr<policy::Snapshot>>(policy::compile_mutable(rules)));
+  auto r = call("POST", "/v1/allow-http", R"({"entries":["late.test:443"],"tenant":"beta"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(body(r)["added"], json::array({"late.test:443"}));
+  auto snap = store_.current();
+  EXPECT_EQ(policy::decide_http("late.test", 443, *snap, 1).verdict, policy::Verdict::allow);
+  EXPECT_EQ(policy::decide_http("late.test", 443, *snap, 0).verdict, policy::Verdict::deny);
+  EXPECT_EQ(policy::decide_http("late.test", 443, *snap).verdict, policy::Verdict::deny);
+  // The same entry for the top level is new there: a tenant's rule is not the top level's.
+  auto top = body(call("POST", "/v1/allow-http", R"({"entries":["late.test:443"]})"));
+  EXPECT_EQ(top["added"], json::array({"late.test:443"}));
+  auto dns = call("POST", "/v1/allow-dns", R"({"entries":["*.late.test"],"tenant":"alpha"})");
+  ASSERT_EQ(dns.status, 200) << dns.body;
+  auto shown = body(call("GET", "/v1/rules"))["tenants"];
+  EXPECT_EQ(shown["alpha"]["allow-http"], json::array({"a.test:443"}));
+  EXPECT_EQ(shown["alpha"]["allow-dns"], json::array({"*.late.test"}));
+  EXPECT_EQ(shown["beta"]["allow-http"], json::array({"late.test:443"}));
+  EXPECT_EQ(shown["beta"]["allow-dns"], json::array({"b.test"}));
+  for (const char* bad : {R"({"entries":["x.test:443"],"tenant":"gamma"})",
+                          R"({"entries":["x.test:443"],"tenant":7})"}) {
+    auto refused = call("POST", "/v1/allow-http", bad);
+    EXPECT_EQ(refused.status, 400) << bad;
+    EXPECT_NE(refused.body.find("must name a tenant"), std::string::npos) << refused.body;
+  }
+}
+
 TEST_F(ApiTest, ModeSwitchesToAuditAndBack) {
   EXPECT_EQ(body(call("GET", "/v1/rules"))["mode"], "enforce");
   auto gen = store_.generation();

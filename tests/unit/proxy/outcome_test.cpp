@@ -17,7 +17,7 @@ TEST(OutcomeTest, EveryReasonHasAStatusErrorAndText) {
   for (Reason r :
        {Reason::not_allowlisted, Reason::blocked_address, Reason::resolve_failed,
         Reason::invalid_target, Reason::rate_limited, Reason::overloaded, Reason::sni_mismatch,
-        Reason::no_sni, Reason::not_tls, Reason::bad_client_hello}) {
+        Reason::no_sni, Reason::not_tls, Reason::bad_client_hello, Reason::unauthenticated}) {
     Decision d;
     d.verdict = Verdict::deny;
     d.reason = r;
@@ -29,6 +29,9 @@ TEST(OutcomeTest, EveryReasonHasAStatusErrorAndText) {
     EXPECT_EQ(o.text.find("allow-http") != std::string::npos, r == Reason::not_allowlisted)
         << o.text;
   }
+  Decision unauthenticated;
+  unauthenticated.reason = Reason::unauthenticated;
+  EXPECT_EQ(explain(unauthenticated, "x.test:443").status, 407);
   Decision allowed;
   allowed.verdict = Verdict::allow;
   allowed.reason = Reason::allowlisted;

@@ -112,6 +112,22 @@ struct CheckingHeap {
   friend bool operator==(const CheckingHeap&, const CheckingHeap&) { return true; }
 };
 
+TEST(EqualConstantTime, EqualOnlyForTheSameBytesAndLength) {
+  using vibepit::secret::equal_constant_time;
+  EXPECT_TRUE(equal_constant_time("tok3n-of-tenant", "tok3n-of-tenant"));
+  EXPECT_TRUE(equal_constant_time("", ""));
+  EXPECT_FALSE(equal_constant_time("tok3n-of-tenanT", "tok3n-of-tenant"));
+  EXPECT_FALSE(equal_constant_time("Xok3n-of-tenant", "tok3n-of-tenant"));
+  // A prefix, an extension and a repetition of the expected bytes are all different: the
+  // comparison wraps around expected's bytes, so a repeated token must not pass.
+  EXPECT_FALSE(equal_constant_time("tok3n", "tok3n-of-tenant"));
+  EXPECT_FALSE(equal_constant_time("tok3n-of-tenantX", "tok3n-of-tenant"));
+  EXPECT_FALSE(equal_constant_time("abab", "ab"));
+  EXPECT_FALSE(equal_constant_time("", "x"));
+  EXPECT_FALSE(equal_constant_time("x", ""));
+  EXPECT_FALSE(equal_constant_time(std::string_view("a\0b", 3), std::string_view("a\0c", 3)));
+}
+
 TEST(WipedString, EveryBlockItLeavesOrFreesIsWiped) {
   using Checked =
       std::basic_string<char, std::char_traits<char>, WipingAllocator<char, CheckingHeap<char>>>;

@@ -60,7 +60,15 @@ struct DnsConfig {
   std::size_t max_qname = 253;  // text length of a query name; longer ones are refused
   std::size_t max_label = 63;
   std::uint32_t log_per_client = 100;  // as ProxyConfig::log_per_client
+  // dns-tenants: source ranges whose clients are one tenant, the most specific range first.
+  // A client in none of them is answered for the top-level names and every tenant's, unless
+  // there are ranges: then for the top-level names alone (docs/fleet.md).
+  std::vector<std::pair<policy::Cidr, policy::TenantId>> tenant_ranges;
 };
+
+// The tenant a DNS client at `addr` is answered as: its range's, kEveryTenant when no range
+// is configured, kNoTenant when ranges are and none holds it.
+policy::TenantId dns_tenant(const DnsConfig& cfg, const policy::IpAddr& addr);
 
 // The control API's settings (keys control-*). It runs when `listen` or `socket` is set, or
 // when vibepit-proxy is given a session directory (then on 127.0.0.1:0 unless `socket` is).
@@ -132,6 +140,13 @@ struct CredentialConfig {
   std::string from_env;   // read at start, then removed from the process's environment
 };
 
+// A tenant of a shared gateway (key tenants, docs/fleet.md): its name and where its token is
+// read (at start and on SIGHUP). Its rules are in Config::rules.tenants, in the same order.
+struct TenantConfig {
+  std::string name;
+  std::string token_file;  // an absolute path; the token is never in the config
+};
+
 struct Config {
   ProxyConfig proxy;
   DnsConfig dns;
@@ -140,6 +155,7 @@ struct Config {
   AskConfig ask;
   policy::RuleSet rules;
   std::vector<CredentialConfig> credentials;
+  std::vector<TenantConfig> tenants;
 
   // upstream-dns, or the machine's resolvers when it is absent: the proxy's resolver and the
   // DNS server's forwarder both use them.

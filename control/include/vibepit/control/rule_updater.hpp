@@ -35,9 +35,11 @@ class RuleUpdater {
 
   // All or nothing: every entry is validated first, and any error returns the errors with
   // nothing applied. Entries already present (or repeated in the batch) are `existing`;
-  // when nothing is new, no snapshot is published.
+  // when nothing is new, no snapshot is published. The rules are the top level's, or tenant
+  // `tenant`'s (which the snapshot must have: else std::invalid_argument).
   std::variant<AddResult, std::vector<policy::RuleError>> add(
-      RuleList list, const std::vector<std::string>& entries);
+      RuleList list, const std::vector<std::string>& entries,
+      policy::TenantId tenant = policy::kNoTenant);
 
   // Publish the same rules in `mode`. Returns the generation in force afterwards; when the
   // mode is already `mode`, nothing is published and `changed` is false.
@@ -49,6 +51,10 @@ class RuleUpdater {
   std::variant<std::uint64_t, std::string> set_credential(policy::Credential c, bool& replaced);
   // Remove credential `name`: the generation without it, or nullopt when there is none.
   std::optional<std::uint64_t> remove_credential(std::string_view name);
+
+  // Give the tenants these tokens, by TenantId (policy::with_tenant_tokens); the generation
+  // that holds them.
+  std::uint64_t set_tenant_tokens(std::vector<secret::SharedSecret> tokens);
 
  private:
   std::uint64_t publish(std::shared_ptr<policy::Snapshot> next);

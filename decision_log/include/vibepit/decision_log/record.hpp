@@ -56,6 +56,8 @@ struct DecisionRecord {
   // The credentials whose headers the request carried upstream, by name (never a value),
   // comma-separated. Empty: none.
   std::string credential;
+  // A shared gateway's tenant whose rules decided the request (never its token). Empty: none.
+  std::string tenant;
   policy::Verdict verdict = policy::Verdict::deny;
   policy::Reason reason = policy::Reason::not_allowlisted;
   std::string rule;

@@ -46,7 +46,9 @@ struct QueryVerdict {
 // escaped octets), then the name by policy::decide_dns, then the type. Allocation-free. In
 // audit mode a valid name that no rule matches is forwarded (would_deny); everything else
 // is judged as in enforce.
-QueryVerdict check_query(const Query& q, const policy::Snapshot& snap, const QtypeSet& types);
+// `tenant` is whose names the client may ask for (config::dns_tenant).
+QueryVerdict check_query(const Query& q, const policy::Snapshot& snap, const QtypeSet& types,
+                         policy::TenantId tenant = policy::kEveryTenant);
 
 struct AnswerVerdict {
   bool allowed = true;

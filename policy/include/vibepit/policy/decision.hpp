@@ -25,6 +25,9 @@ enum class Reason {
   no_sni,            // tunnel-tls "require": a ClientHello that names no host
   not_tls,           // tunnel-tls "require": the first bytes are no TLS ClientHello
   bad_client_hello,  // a TLS ClientHello that is malformed or past the reader's bounds
+  // A shared gateway's client that did not prove which tenant it is (tenant.hpp): no rule
+  // can allow it.
+  unauthenticated,
 };
 
 std::string_view to_string(Verdict v);
@@ -52,15 +55,19 @@ struct Decision {
 Decision apply_mode(Decision d, Mode mode);
 
 // `host` is a normalised name or canonical IP text. IP literals are also classified here.
-// Both apply the snapshot's mode.
-Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& snap);
+// Both apply the snapshot's mode. A tenant's request (tenant.hpp) is decided by the
+// top-level rules and then its tenant's; kNoTenant: by the top-level rules alone.
+Decision decide_http(std::string_view host, std::uint16_t port, const Snapshot& snap,
+                     TenantId tenant = kNoTenant);
 // One request to host:port: decide_http, and where only method/path rules name host:port,
 // the first of them that matches `method` and `path` (as normalize_path gives it) allows it;
 // none: not_allowlisted. Applies the snapshot's mode.
 Decision decide_request(std::string_view host, std::uint16_t port, std::string_view method,
-                        std::string_view path, const Snapshot& snap);
+                        std::string_view path, const Snapshot& snap, TenantId tenant = kNoTenant);
 // A DNS name in text form (a trailing dot and any case are accepted). A name that is no
 // valid host name (an address, "-a.example", the root) is invalid_target: no rule names it.
-Decision decide_dns(std::string_view qname, const Snapshot& snap);
+// The top-level rules, then `tenant`'s; kEveryTenant: every tenant's (a client the DNS
+// server cannot tie to one); kNoTenant: none.
+Decision decide_dns(std::string_view qname, const Snapshot& snap, TenantId tenant = kEveryTenant);
 
 }  // namespace vibepit::policy

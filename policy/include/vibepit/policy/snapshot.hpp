@@ -17,6 +17,7 @@
 #include "vibepit/policy/credential.hpp"
 #include "vibepit/policy/matcher.hpp"
 #include "vibepit/policy/rules.hpp"
+#include "vibepit/policy/tenant.hpp"
 
 namespace vibepit::policy {
 
@@ -34,6 +35,9 @@ struct RuleSet {
   std::vector<std::string> allow_dns;
   std::vector<std::string> block_cidr;
   Mode mode = Mode::enforce;
+  // Tenants (tenant.hpp), in the order that gives each its TenantId. Empty: no tenants, and
+  // no client needs to say who it is.
+  std::vector<TenantRuleSet> tenants{};
 };
 
 // The rules in force as canonical text, in insertion order, for display. The lists are
@@ -56,6 +60,12 @@ struct Snapshot {
   // Credentials (credential.hpp) in the order they were added; null when there are none.
   // Their hosts are inspected, as a method/path rule's are.
   std::shared_ptr<const Credentials> credentials;
+  // Tenants (tenant.hpp), indexed by TenantId; null when the configuration names none. Then
+  // every proxy client must authenticate as one of them.
+  std::shared_ptr<const Tenants> tenants;
+  // Every tenant's allow-dns rules together: what the DNS server answers for a client it
+  // cannot tie to one tenant.
+  DnsMatcher tenant_dns;
 };
 
 // Compile and validate a whole rule set. Any invalid entry fails the whole set.
@@ -71,10 +81,22 @@ struct ParsedRules {
   std::vector<HttpRule> allow_http;
   std::vector<DnsRule> allow_dns;
 };
-// A mutable copy of `base` with `added` appended, for publish(). Nothing is parsed again;
-// a rule equal to one present is skipped. The cost grows with the rules added, not with
-// the rules in `base`: the copy shares base's parts and copies only those it changes.
-std::shared_ptr<Snapshot> with_added(const Snapshot& base, ParsedRules added);
+// A mutable copy of `base` with `added` appended, for publish(): to the top-level rules, or
+// to tenant `tenant`'s (which `base` must have). Nothing is parsed again; a rule equal to one
+// present is skipped. The cost grows with the rules added (and, for a tenant, the number of
+// tenants), not with the rules in `base`: the copy shares base's parts and copies only those
+// it changes.
+std::shared_ptr<Snapshot> with_added(const Snapshot& base, ParsedRules added,
+                                     TenantId tenant = kNoTenant);
+// Whether `rule` is in force for `tenant` (kNoTenant: at the top level).
+bool has_rule(const Snapshot& snap, const HttpRule& rule, TenantId tenant = kNoTenant);
+bool has_rule(const Snapshot& snap, const DnsRule& rule, TenantId tenant = kNoTenant);
+
+// A mutable copy of `base` whose tenants have these tokens, by TenantId (one for each of
+// base's tenants; a null one leaves that tenant without a token). The tokens replaced are
+// wiped once no snapshot holds them.
+std::shared_ptr<Snapshot> with_tenant_tokens(const Snapshot& base,
+                                             std::vector<secret::SharedSecret> tokens);
 
 // A mutable copy of `base` in which `c` takes the place of the credential of the same name,
 // or follows the others. The replaced one's value is wiped once no snapshot holds it.

@@ -182,6 +182,13 @@ class Session : public std::enable_shared_from_this<Session> {
 
   asio::awaitable<void> run();
   asio::awaitable<HeadStatus> read_head(http::RequestHead& head);
+  // A shared gateway's client says which tenant it is on every request (tenant.hpp): true
+  // when `head` proves it (tenant_ is then that tenant's), or when there are no tenants.
+  bool authenticate(const http::RequestHead& head);
+  // The 407 with Proxy-Authenticate that a request without such proof gets, after its deny
+  // record (reason unauthenticated); the connection closes.
+  asio::awaitable<void> refuse_unauthenticated(std::string_view method,
+                                               const http::Authority& target);
   // Deadlines: one per phase, enforced by this connection's timer.
   void set_deadline(Phase phase, std::chrono::milliseconds d);
   void arm_timer(clock::time_point at);
@@ -210,6 +217,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
   policy::IpAddr client_ip_;
   std::uint16_t client_port_ = 0;
+  // The tenant the client's last request proved it is, and its name for the records.
+  policy::TenantId tenant_ = policy::kNoTenant;
+  std::string tenant_name_;
   ByteBuffer inbuf_;
   ByteBuffer upbuf_;
   // Each request's target is parsed into this one, whose strings keep their capacity: a

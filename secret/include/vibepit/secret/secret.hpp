@@ -15,6 +15,11 @@ namespace vibepit::secret {
 // Overwrite `n` bytes at `p` with zeros, in a way the compiler may not drop.
 void wipe(void* p, std::size_t n) noexcept;
 
+// Whether `given` equals `expected`, in a time that depends only on given's length: no byte
+// of either stops the comparison early, so the time taken tells nothing of where a guessed
+// token first differs, nor of expected's length.
+bool equal_constant_time(std::string_view given, std::string_view expected) noexcept;
+
 // A buffer of up to capacity() secret bytes. Not copyable: one owner, shared by pointer.
 class SecretBytes {
  public:
