@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "rules_watch.hpp"
 #include "secrets.hpp"
 #include "vibepit/config/config.hpp"
 #include "vibepit/config/system_resolvers.hpp"
@@ -116,6 +117,7 @@ int run(int argc, char** argv) {
   std::string upstream_source = "the config";
   std::shared_ptr<const vibepit::policy::Credentials> credentials;
   std::vector<vibepit::secret::SharedSecret> tenant_tokens;
+  vibepit::appliance::StartRules start_rules;
   try {
     cfg = vibepit::config::load_config(config_path);
     if (cfg.upstream_dns().empty()) {
@@ -130,6 +132,9 @@ int run(int argc, char** argv) {
   try {
     credentials = vibepit::appliance::read_credentials(cfg);
     tenant_tokens = vibepit::appliance::read_tenant_tokens(cfg);
+    start_rules.rules = cfg.rules;
+    if (!cfg.rules_file.empty())
+      start_rules = vibepit::appliance::load_start_rules(cfg.rules_file, cfg.rules);
     if (credentials_fd >= 0 && !check_only) {
       auto channel = vibepit::control::read_startup_channel(credentials_fd);
       control_opts.server_credentials = std::move(channel.server);
@@ -173,7 +178,7 @@ int run(int argc, char** argv) {
     spdlog::info("upstream dns {} (from {})", upstreams, upstream_source);
     vibepit::runtime::resolver_library_init();
     auto compiled = std::get<std::shared_ptr<vibepit::policy::Snapshot>>(
-        vibepit::policy::compile_mutable(cfg.rules, 1));
+        vibepit::policy::compile_mutable(start_rules.rules, 1));
     compiled->credentials = std::move(credentials);
     vibepit::policy::SnapshotStore store(
         vibepit::policy::with_tenant_tokens(*compiled, std::move(tenant_tokens)));
@@ -237,6 +242,14 @@ int run(int argc, char** argv) {
       if (!session_dir.empty())
         spdlog::info("session {} credentials in {}", control->session_id(), session_dir);
     }
+    if (!control) local_rules.emplace(store);
+    auto& rules = control ? control->rules() : *local_rules;
+    rules.set_base(cfg.rules);  // what a rules file's every version adds to
+    std::optional<vibepit::appliance::RulesFileWatch> rules_watch;
+    if (!cfg.rules_file.empty()) {
+      rules_watch.emplace(cfg.rules_file, std::move(start_rules.text), rules);
+      spdlog::info("rules file {}: watched", cfg.rules_file);
+    }
     log.start();
     server.start();
     if (dns) dns->start();
@@ -245,8 +258,6 @@ int run(int argc, char** argv) {
                  cfg.rules.allow_http.size(), cfg.rules.allow_dns.size(),
                  store.current()->credentials ? store.current()->credentials->size() : 0,
                  store.generation());
-    if (!control) local_rules.emplace(store);
-    auto& rules = control ? control->rules() : *local_rules;
     if (cfg.ask.enabled) {
       spdlog::info("ask mode: a request no rule allows is held up to {} ms for a decision",
                    cfg.ask.timeout.count());
@@ -257,6 +268,7 @@ int run(int argc, char** argv) {
                    sig);
       log.reopen();
       vibepit::appliance::reread_secrets(cfg, rules);
+      if (rules_watch) rules_watch->reload();
     }
     spdlog::info("signal {}: draining (up to {} ms)", sig, cfg.proxy.drain_timeout.count());
     if (dns) dns->stop();

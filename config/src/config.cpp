@@ -386,6 +386,11 @@ Config parse_config(std::string_view json_text) {
       } else {
         throw ConfigError(key, "must be \"check\", \"require\" or \"off\", got " + v.dump());
       }
+    } else if (key == "rules-file") {
+      if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>().front() != '/') {
+        throw ConfigError(key, "must be an absolute file path");
+      }
+      cfg.rules_file = v.get<std::string>();
     } else if (key == "inspect-ca-cert-out" || key == "upstream-ca-file") {
       if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>().front() != '/') {
         throw ConfigError(key, "must be an absolute file path");

@@ -66,8 +66,9 @@ class ControlPlane::Feed : public DecisionFeed {
 // handshakes and requests, and records dropped because the log's queues were full.
 class ControlPlane::Metrics : public StatsSource {
  public:
-  Metrics(const DecisionStats& stats, const decision_log::DecisionLog& log)
-      : stats_(stats), log_(log) {}
+  Metrics(const DecisionStats& stats, const decision_log::DecisionLog& log,
+          const RuleUpdater& rules)
+      : stats_(stats), log_(log), rules_(rules) {}
   void attach(const ServerCounters* c) { server_ = c; }  // before the control thread starts
 
   std::string stats_json() const override {
@@ -109,6 +110,14 @@ class ControlPlane::Metrics : public StatsSource {
           std::to_string(heap.in_use) + "\nvibepit_heap_bytes{state=\"free\"} " +
           std::to_string(heap.free) + "\n";
     }
+    const auto files = rules_.file_counts();
+    out +=
+        "# HELP vibepit_rules_file_reloads_total Versions of the watched rules file: applied, "
+        "or invalid (the rules in force stayed).\n"
+        "# TYPE vibepit_rules_file_reloads_total counter\n"
+        "vibepit_rules_file_reloads_total{result=\"applied\"} " +
+        std::to_string(files.applied) + "\nvibepit_rules_file_reloads_total{result=\"invalid\"} " +
+        std::to_string(files.invalid) + "\n";
     if (server_) {
       out +=
           "# HELP vibepit_control_errors_total Control connections and requests refused, by "
@@ -132,6 +141,7 @@ class ControlPlane::Metrics : public StatsSource {
  private:
   const DecisionStats& stats_;
   const decision_log::DecisionLog& log_;
+  const RuleUpdater& rules_;
   const ServerCounters* server_ = nullptr;
 };
 
@@ -192,7 +202,7 @@ ControlPlane::ControlPlane(config::ControlConfig cfg, policy::SnapshotStore& sto
       opts_(std::move(opts)),
       feed_(std::make_unique<Feed>(log)),
       stats_(cfg_.stats_hosts),
-      metrics_(std::make_unique<Metrics>(stats_, log)),
+      metrics_(std::make_unique<Metrics>(stats_, log, rules_)),
       rules_(store) {
   log.set_observer([this](const decision_log::DecisionRecord& r) { stats_.observe(r); });
   session_id_ = opts_.session_id;

@@ -72,7 +72,53 @@ std::variant<AddResult, std::vector<policy::RuleError>> RuleUpdater::add(
     return out;
   }
   out.generation = publish(policy::with_added(*snap, std::move(fresh), tenant));
+  for (const auto& text : out.added) added_.push_back({list, tenant, text});
   return out;
+}
+
+void RuleUpdater::set_base(policy::RuleSet base) {
+  std::lock_guard lock(mu_);
+  base_ = std::move(base);
+}
+
+std::variant<std::uint64_t, std::string> RuleUpdater::apply_rules_file(
+    const config::RulesFile& file) {
+  std::lock_guard lock(mu_);
+  auto invalid = [&](std::string why) {
+    file_invalid_.fetch_add(1, std::memory_order_relaxed);
+    return std::variant<std::uint64_t, std::string>(std::move(why));
+  };
+  policy::RuleSet rules;
+  try {
+    rules = config::merge_rules(base_, file);
+  } catch (const config::RulesFileError& e) {
+    return invalid(e.what());
+  }
+  for (const auto& a : added_) {
+    if (a.tenant == policy::kNoTenant) {
+      (a.list == RuleList::allow_http ? rules.allow_http : rules.allow_dns).push_back(a.text);
+    } else {
+      auto& tenant = rules.tenants.at(static_cast<std::size_t>(a.tenant));
+      (a.list == RuleList::allow_http ? tenant.allow_http : tenant.allow_dns).push_back(a.text);
+    }
+  }
+  const auto snap = store_.current();
+  rules.mode = snap->rules.mode;
+  auto compiled = policy::compile_mutable(rules);
+  if (auto* errors = std::get_if<std::vector<policy::RuleError>>(&compiled)) {
+    std::string why = errors->front().message();
+    if (errors->size() > 1) why += " (and " + std::to_string(errors->size() - 1) + " more)";
+    return invalid(std::move(why));
+  }
+  auto next = std::get<std::shared_ptr<policy::Snapshot>>(std::move(compiled));
+  next->credentials = snap->credentials;
+  if (snap->tenants && next->tenants) {
+    std::vector<secret::SharedSecret> tokens;
+    for (const auto& t : *snap->tenants) tokens.push_back(t.token);
+    next = policy::with_tenant_tokens(*next, std::move(tokens));
+  }
+  file_applied_.fetch_add(1, std::memory_order_relaxed);
+  return publish(std::move(next));
 }
 
 std::uint64_t RuleUpdater::set_tenant_tokens(std::vector<secret::SharedSecret> tokens) {

@@ -156,6 +156,9 @@ struct Config {
   policy::RuleSet rules;
   std::vector<CredentialConfig> credentials;
   std::vector<TenantConfig> tenants;
+  // rules-file: watched, and applied on every change (rules_file.hpp, docs/fleet.md). Empty:
+  // none.
+  std::string rules_file;
 
   // upstream-dns, or the machine's resolvers when it is absent: the proxy's resolver and the
   // DNS server's forwarder both use them.

@@ -1,6 +1,7 @@
 #pragma once
 // Runtime rule changes: validate a whole batch, then publish one new snapshot that the DNS
 // server and the proxy both read. Writers are serialised here; readers never wait.
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "vibepit/config/rules_file.hpp"
 #include "vibepit/policy/rules.hpp"
 #include "vibepit/policy/snapshot.hpp"
 
@@ -56,10 +58,40 @@ class RuleUpdater {
   // that holds them.
   std::uint64_t set_tenant_tokens(std::vector<secret::SharedSecret> tokens);
 
+  // The watched rules file (docs/fleet.md). The configuration's rules are the base it adds
+  // to: set them once, before the first apply_rules_file.
+  void set_base(policy::RuleSet base);
+  // The rules in force become the base, plus `file`, plus every rule add() put in since the
+  // start; credentials, tokens and mode stay as they are. All or nothing: an invalid entry,
+  // or a tenant the base has not, publishes nothing and returns why (the first problem, and
+  // how many more). Counted for /metrics.
+  std::variant<std::uint64_t, std::string> apply_rules_file(const config::RulesFile& file);
+  struct FileCounts {
+    std::uint64_t applied = 0;
+    std::uint64_t invalid = 0;
+  };
+  FileCounts file_counts() const {
+    return {file_applied_.load(std::memory_order_relaxed),
+            file_invalid_.load(std::memory_order_relaxed)};
+  }
+  // Count a rules file that could not even be read or parsed (the watcher's side).
+  void count_invalid_file() { file_invalid_.fetch_add(1, std::memory_order_relaxed); }
+
  private:
   std::uint64_t publish(std::shared_ptr<policy::Snapshot> next);
 
+  // A rule add() published, kept so that a rules file's rebuild keeps it.
+  struct Added {
+    RuleList list;
+    policy::TenantId tenant;
+    std::string text;
+  };
+
   std::mutex mu_;  // one writer at a time, so no addition is lost between read and publish
+  policy::RuleSet base_;
+  std::vector<Added> added_;
+  std::atomic<std::uint64_t> file_applied_{0};
+  std::atomic<std::uint64_t> file_invalid_{0};
   policy::SnapshotStore& store_;
   std::function<void()> on_publish_;
 };
