@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <iostream>
@@ -11,10 +12,10 @@
 #include <string>
 #include <thread>
 
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include "logging.hpp"
 #include "rules_watch.hpp"
 #include "secrets.hpp"
 #include "vibepit/config/config.hpp"
@@ -28,6 +29,7 @@
 #include "vibepit/proxy/inspection.hpp"
 #include "vibepit/proxy/resolver.hpp"
 #include "vibepit/proxy/server.hpp"
+#include "vibepit/runtime/health.hpp"
 #include "vibepit/runtime/pending.hpp"
 #include "vibepit/secret/source.hpp"
 #include "vibepit/tls/inspection_ca.hpp"
@@ -110,8 +112,7 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   control_opts.session_dir = session_dir;
 
-  spdlog::set_default_logger(spdlog::stderr_color_mt("vibepit-proxy"));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  vibepit::appliance::set_up_logging();
 
   vibepit::config::Config cfg;
   std::string upstream_source = "the config";
@@ -129,6 +130,7 @@ int run(int argc, char** argv) {
     std::cerr << "vibepit-proxy: invalid configuration " << config_path << ": " << e.what() << "\n";
     return 2;
   }
+  vibepit::appliance::use_log_format(cfg.log_format);
   try {
     credentials = vibepit::appliance::read_credentials(cfg);
     tenant_tokens = vibepit::appliance::read_tenant_tokens(cfg);
@@ -219,6 +221,29 @@ int run(int argc, char** argv) {
     }
     // The DNS server runs on the proxy's threads; declared after it, so it goes first.
     std::optional<vibepit::dns::DnsServer> dns;
+    // Liveness and readiness for an orchestrator; declared after the servers it asks about.
+    std::atomic<bool> serving{false}, draining{false};
+    std::optional<vibepit::runtime::UpstreamProbe> probe;
+    std::optional<vibepit::runtime::HealthServer> health;
+    if (!cfg.health_listen.empty()) {
+      probe.emplace(cfg.upstream_dns(), std::chrono::seconds(2), std::chrono::seconds(1));
+      const auto loops = server.loops();
+      health.emplace(
+          cfg.health_listen,
+          vibepit::runtime::HealthChecks{
+              [loops] { return vibepit::runtime::loops_turning(loops, std::chrono::seconds(1)); },
+              [&] {
+                std::string why;
+                if (!serving) why += "starting\n";
+                if (draining) why += "draining\n";
+                return why + probe->answering();
+              }});
+      for (const auto& ep : health->listening()) {
+        // "listening health ADDR:PORT": plain HTTP, /livez and /readyz.
+        spdlog::info("listening health {}", ep.to_string());
+      }
+      health->start();
+    }
     if (!cfg.dns.listen.empty()) {
       dns.emplace(cfg.dns, store, server.loops());
       for (const auto& ep : dns->listen()) {
@@ -254,6 +279,7 @@ int run(int argc, char** argv) {
     server.start();
     if (dns) dns->start();
     if (control) control->start();
+    serving = true;
     spdlog::info("ready: {} allow-http, {} allow-dns rules, {} credentials, generation {}",
                  cfg.rules.allow_http.size(), cfg.rules.allow_dns.size(),
                  store.current()->credentials ? store.current()->credentials->size() : 0,
@@ -271,6 +297,7 @@ int run(int argc, char** argv) {
       if (rules_watch) rules_watch->reload();
     }
     spdlog::info("signal {}: draining (up to {} ms)", sig, cfg.proxy.drain_timeout.count());
+    draining = true;  // readiness fails from now on: an orchestrator sends nothing new
     if (dns) dns->stop();
     // Held requests are answered now (503), and nothing more is held.
     if (const auto n = pending.end_all(vibepit::runtime::HoldEnd::shutdown))

@@ -386,6 +386,11 @@ Config parse_config(std::string_view json_text) {
       } else {
         throw ConfigError(key, "must be \"check\", \"require\" or \"off\", got " + v.dump());
       }
+    } else if (key == "log-format") {
+      if (v != "text" && v != "json") throw ConfigError(key, "must be \"text\" or \"json\"");
+      cfg.log_format = v.get<std::string>();
+    } else if (key == "health-listen") {
+      cfg.health_listen = endpoint_list(v, key, 0);
     } else if (key == "rules-file") {
       if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>().front() != '/') {
         throw ConfigError(key, "must be an absolute file path");

@@ -50,6 +50,11 @@ class ConfigErrorTest(base.TopologyCase):
             ("header-timeout-ms", -5),
             ("max-request-head", "big"),
             ("block-cidr", ["10.0.0.0/33"]),
+            ("log-format", "xml"),
+            ("health-listen", ["nope"]),
+            ("rules-file", "relative/rules.yaml"),
+            ("tenants", {"name": "a"}),
+            ("dns-tenants", ["10.0.0.0/8"]),
         ]
         for key, value in cases:
             with self.subTest(key=key, value=value):

@@ -156,6 +156,10 @@ struct Config {
   policy::RuleSet rules;
   std::vector<CredentialConfig> credentials;
   std::vector<TenantConfig> tenants;
+  // log-format: the appliance's own log on standard error, "text" or "json".
+  std::string log_format = "text";
+  // health-listen: liveness and readiness over plain HTTP (runtime/health.hpp). Empty: none.
+  std::vector<Endpoint> health_listen;
   // rules-file: watched, and applied on every change (rules_file.hpp, docs/fleet.md). Empty:
   // none.
   std::string rules_file;
