@@ -175,7 +175,8 @@ ModeResult run_rps(const RpsOptions& o) {
   sh.route.first_hop = resolve_endpoint(proxy ? *proxy : url.authority);
   sh.request = "GET " + (proxy ? "http://" + authority + url.path : url.path) +
                " HTTP/1.1\r\nHost: " + authority +
-               "\r\nUser-Agent: vibepit-bench\r\nAccept: */*\r\n\r\n";
+               "\r\nUser-Agent: vibepit-bench\r\nAccept: */*\r\n" +
+               (proxy ? proxy_auth_field(o.client) : std::string()) + "\r\n";
   sh.max = o.max;
   auto nofile = raise_nofile_limit();
   if (o.connections + 64 > nofile)

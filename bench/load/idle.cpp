@@ -89,7 +89,8 @@ ModeResult run_idle(const IdleOptions& o) {
   auto open_duration = seconds_flag(o.open_duration_s, "--open-duration");
   Shared sh;
   sh.timeout = seconds_flag(o.client.timeout_s, "--timeout");
-  sh.route = make_route(parse_proxy(o.client.proxy), parse_host_port(o.target));
+  sh.route = make_route(parse_proxy(o.client.proxy), parse_host_port(o.target),
+                        proxy_auth_field(o.client));
   sh.count = o.count;
   auto nofile = raise_nofile_limit();
   if (o.count + 64 > nofile)

@@ -29,11 +29,15 @@ void add_file_append(CLI::App& app, Runner& runner);
 // Flags shared by the client modes.
 struct ClientFlags {
   std::string proxy;
+  std::string proxy_user;  // NAME:TOKEN, sent as Proxy-Authorization: Basic (a tenant)
   unsigned threads = 1;
   double timeout_s = 5.0;
 };
 
-// --proxy, --threads, --timeout.
+// --proxy, --proxy-user, --threads, --timeout.
 void add_client_flags(CLI::App& cmd, ClientFlags& f);
+
+// "Proxy-Authorization: Basic ...\r\n" for --proxy-user, or "" without it.
+std::string proxy_auth_field(const ClientFlags& f);
 
 }  // namespace vibepit::bench

@@ -198,7 +198,7 @@ ModeResult run_rate(const RateOptions& o) {
   Shared sh;
   sh.timeout = seconds_flag(o.client.timeout_s, "--timeout");
   auto proxy = parse_proxy(o.client.proxy);
-  sh.route = make_route(proxy, parse_host_port(o.target));
+  sh.route = make_route(proxy, parse_host_port(o.target), proxy_auth_field(o.client));
   sh.max = o.max;
   sh.echo = o.payload != "none";
   if (o.payload == "hello") {

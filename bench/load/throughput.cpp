@@ -85,7 +85,8 @@ asio::awaitable<void> pump(Stream& s, Lane& lane, bool up, Clock::time_point end
 ModeResult run_throughput(const ThroughputOptions& o) {
   auto duration = seconds_flag(o.duration_s, "--duration");
   auto timeout = seconds_flag(o.client.timeout_s, "--timeout");
-  auto route = make_route(parse_proxy(o.client.proxy), parse_host_port(o.target));
+  auto route = make_route(parse_proxy(o.client.proxy), parse_host_port(o.target),
+                          proxy_auth_field(o.client));
   auto nofile = raise_nofile_limit();
   if (o.streams + 64 > nofile)
     throw ConfigError("--streams " + std::to_string(o.streams) + " exceeds the fd limit " +

@@ -6,13 +6,14 @@
 
 namespace vibepit::bench {
 
-Route make_route(const std::optional<HostPort>& proxy, const HostPort& target) {
+Route make_route(const std::optional<HostPort>& proxy, const HostPort& target,
+                 std::string_view fields) {
   Route r;
   if (proxy) {
     r.first_hop = resolve_endpoint(*proxy);
     auto authority = target.text();
     r.connect_request = "CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority +
-                        "\r\nUser-Agent: vibepit-bench\r\n\r\n";
+                        "\r\nUser-Agent: vibepit-bench\r\n" + std::string(fields) + "\r\n";
   } else {
     r.first_hop = resolve_endpoint(target);
   }

@@ -16,7 +16,9 @@ struct Route {
 };
 
 // Builds the route from --proxy and --target; resolves at start-up only.
-Route make_route(const std::optional<HostPort>& proxy, const HostPort& target);
+// `fields`: further header lines for the CONNECT, each ending in CRLF (proxy_auth_field).
+Route make_route(const std::optional<HostPort>& proxy, const HostPort& target,
+                 std::string_view fields = {});
 
 enum class OpenStatus { ok, connect_failed, proxy_status, proxy_header, io, timeout };
 

@@ -67,8 +67,8 @@ def start_proxy(topo, which, bin_dir, host):
     return p, col
 
 
-def proxy_run(topo, col, workload, duration):
-    """(rate, CPU-seconds per unit) of one run."""
+def proxy_run(topo, col, workload, duration, extra=()):
+    """(rate, CPU-seconds per unit) of one run; `extra`: further vibepit-bench arguments."""
     if workload == "bulk":
         args = ["connect-throughput", "--target", col.target("source"), "--streams", "4",
                 "--direction", "down"]
@@ -87,7 +87,7 @@ def proxy_run(topo, col, workload, duration):
         args = ["http-rps", "--url", "http://%s/" % col.target("http"), "--connections", "32",
                 "--max", "5000000"]
         rate_key, units = "requests_per_s", lambda r: r["requests"] / 1e3
-    out = metered(topo, col, args + ["--proxy", col.proxy, "--duration", str(duration)],
+    out = metered(topo, col, args + ["--proxy", col.proxy, "--duration", str(duration)] + list(extra),
                   duration + 60)
     if out["errors"]["total"]:
         raise RuntimeError("%s: %d errors" % (workload, out["errors"]["total"]))

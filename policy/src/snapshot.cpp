@@ -101,6 +101,10 @@ void compile_tenants(const std::vector<TenantRuleSet>& sets, Snapshot& snap,
     for (std::size_t i = 0; i < t.allow_dns.size(); ++i)
       add_rule(snap.tenant_dns, ignored, std::get<DnsRule>(parse_dns_rule(t.allow_dns[i])));
   }
+  auto index = std::make_shared<std::unordered_map<std::string, TenantId>>();
+  for (std::size_t i = 0; i < tenants->size(); ++i)
+    index->emplace((*tenants)[i].name, static_cast<TenantId>(i));
+  snap.tenant_index = std::move(index);
   snap.tenants = std::move(tenants);
 }
 

@@ -33,12 +33,11 @@ std::string tenant_token_problem(std::string_view token) {
 }
 
 TenantId find_tenant(const Snapshot& snap, std::string_view name) {
-  if (!snap.tenants) return kNoTenant;
-  const Tenants& list = *snap.tenants;
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    if (list[i].name == name) return static_cast<TenantId>(i);
-  }
-  return kNoTenant;
+  if (!snap.tenant_index) return kNoTenant;
+  // The index's keys are std::string: a lookup by view builds one, within the short-string
+  // buffer for names of up to 15 characters.
+  const auto it = snap.tenant_index->find(std::string(name));
+  return it == snap.tenant_index->end() ? kNoTenant : it->second;
 }
 
 TenantId authenticate(const Snapshot& snap, std::string_view user, std::string_view token) {

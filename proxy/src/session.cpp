@@ -507,7 +507,8 @@ bool Session::authenticate(const http::RequestHead& head) {
   const auto c = http::parse_basic(*value, buf);
   policy::TenantId id = policy::kNoTenant;
   if (c.error == http::BasicError::none) id = policy::authenticate(*snap, c.user, c.password);
-  secret::wipe(buf, sizeof buf);
+  // What was decoded is no longer than the value it came from.
+  secret::wipe(buf, std::min(sizeof buf, value->size()));
   if (id == policy::kNoTenant) return false;
   if (id != tenant_) {
     tenant_ = id;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -63,6 +64,9 @@ struct Snapshot {
   // Tenants (tenant.hpp), indexed by TenantId; null when the configuration names none. Then
   // every proxy client must authenticate as one of them.
   std::shared_ptr<const Tenants> tenants;
+  // Each tenant's name to its TenantId: the names are fixed for the process's life, so every
+  // snapshot shares the one index its first one built.
+  std::shared_ptr<const std::unordered_map<std::string, TenantId>> tenant_index;
   // Every tenant's allow-dns rules together: what the DNS server answers for a client it
   // cannot tie to one tenant.
   DnsMatcher tenant_dns;
