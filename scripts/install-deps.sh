@@ -46,11 +46,23 @@ declare -A package_of=()
 while read -r group package rest; do
   case "$group" in '' | '#'*) continue ;; esac
   in_groups "$group" || continue
-  packages+=("$package")
-  for c in ${rest%%#*}; do
+  line_commands=(${rest%%#*})
+  for c in "${line_commands[@]}"; do
     commands+=("$c")
-    package_of[$c]="$package"
+    package_of[$c]="${package%\?}"
   done
+  # PACKAGE? is wanted only for its commands: where another package gives every one of them
+  # already (a kubectl of the machine's own), it is not installed over it.
+  if [[ "$package" == *\? ]]; then
+    package="${package%\?}"
+    have_all=1
+    for c in "${line_commands[@]}"; do command -v "$c" >/dev/null || have_all=""; done
+    if [ -n "$have_all" ]; then
+      echo "install-deps: ${line_commands[*]} already present; not installing $package"
+      continue
+    fi
+  fi
+  packages+=("$package")
 done <"$deps"
 
 # step WHAT CMD...: one line when it works, the full output when it does not.
