@@ -58,6 +58,17 @@ def sh(*argv, check=True, capture=True, timeout=120, **kw):
     return r
 
 
+def shared_objects(binary):
+    """The libraries `binary` loads, with the loader, as ldd lists them."""
+    out = []
+    for line in sh("ldd", binary).stdout.splitlines():
+        parts = line.split()
+        path = parts[2] if len(parts) >= 3 and parts[1] == "=>" else parts[0]
+        if path.startswith("/"):
+            out.append(path)
+    return out
+
+
 def capabilities(container):
     """The capability sets of the container's first process, from the host's /proc: what
     engines state in their own words (Docker's CapDrop ["ALL"], Podman's list of every

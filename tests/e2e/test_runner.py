@@ -34,17 +34,6 @@ def tearDownModule():
     INTERNET.close()
 
 
-def shared_objects(binary):
-    """The libraries `binary` loads, with the loader, as ldd lists them."""
-    out = []
-    for line in h.sh("ldd", binary).stdout.splitlines():
-        parts = line.split()
-        path = parts[2] if len(parts) >= 3 and parts[1] == "=>" else parts[0]
-        if path.startswith("/"):
-            out.append(path)
-    return out
-
-
 def build_job_image():
     """What a team's CI image would be: Debian 12 (vibepit's own base image, with git and
     bash) and vibepit installed."""
@@ -56,7 +45,7 @@ def build_job_image():
         for name in ("vibepit", "vibepit-proxy"):
             src = os.path.join(h.BIN, name)
             files = [(src, "/usr/local/bin/" + name)]
-            files += [(lib, lib) for lib in shared_objects(src)]
+            files += [(lib, lib) for lib in h.shared_objects(src)]
             for what, where in files:
                 dst = root + where
                 os.makedirs(os.path.dirname(dst), exist_ok=True)
