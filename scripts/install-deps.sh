@@ -135,6 +135,22 @@ if ! grep -qx 'user_allow_other' /etc/fuse.conf 2>/dev/null; then
     $SUDO sh -c 'echo user_allow_other >> /etc/fuse.conf'
 fi
 
+# The tests check the Kubernetes manifests against the API's schemas (tests/deploy): npm
+# installs the pinned, hash-checked packages of tests/deploy/schemas/package-lock.json into a
+# cache outside the clone, again only when the lock file changed. No package script runs.
+if in_groups test; then
+  schemas="$here/../tests/deploy/schemas"
+  cache="${VIBEPIT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vibepit}/k8s-schemas"
+  if ! cmp -s "$schemas/package-lock.json" "$cache/package-lock.json" ||
+    [ ! -d "$cache/node_modules/kubernetes-models" ]; then
+    rm -rf "$cache"
+    mkdir -p "$cache"
+    cp "$schemas/package.json" "$schemas/package-lock.json" "$cache/"
+    step "installed the Kubernetes API schemas into $cache (npm ci)" \
+      npm ci --prefix "$cache" --ignore-scripts --no-audit --no-fund
+  fi
+fi
+
 # Every command the groups promise must now be there: a package that no longer ships one, or a
 # deps.txt line with the wrong package, fails here and not halfway through the test suite.
 absent=()

@@ -1,5 +1,6 @@
 """The Kubernetes manifests (deploy/kubernetes, docs/fleet.md), rendered by `kubectl kustomize`
-as a user renders them and checked object by object (the YAML parsed, not grepped): the
+as a user renders them, validated against the Kubernetes API's schemas (kubernetes-models,
+tests/deploy/schemas), and checked object by object (the YAML parsed, not grepped): the
 gateway's hardening, replicas, anti-affinity, probes and resources; the Service's fixed
 cluster IP and ports; the disruption budget; the NetworkPolicies; the hardened sandbox
 template that names the gateway as its resolver and proxy; and the gateway's configuration,
@@ -23,6 +24,23 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DEPLOY = os.path.join(REPO, "deploy", "kubernetes")
 BIN_DIR = os.path.join(REPO, "build", "bin")
 TENANTS = ("team-a", "team-b")
+# Where scripts/install-deps.sh --test puts the schemas (tests/deploy/schemas), and the
+# script that applies them.
+SCHEMAS = os.path.join(os.environ.get("VIBEPIT_CACHE_DIR") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vibepit"),
+    "k8s-schemas", "node_modules")
+VALIDATE = os.path.join(os.path.dirname(__file__), "schemas", "validate.js")
+
+
+def validate(objects):
+    """(exit status, output) of the schema validator over `objects`."""
+    node = shutil.which("node")
+    if node is None or not os.path.isdir(os.path.join(SCHEMAS, "kubernetes-models")):
+        raise AssertionError("the Kubernetes schemas are not installed (node, and %s): run "
+                             "scripts/install-deps.sh --test" % SCHEMAS)
+    proc = subprocess.run([node, VALIDATE, SCHEMAS], input=json.dumps(objects),
+                          capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout + proc.stderr
 
 
 def render(kustomization_dir):
@@ -181,6 +199,22 @@ class ManifestCase:
         self.assertIn(env["VIBEPIT_TENANT"]["value"], [t["name"] for t in self.config()["tenants"]])
         writable = {m["mountPath"] for m in c["volumeMounts"]}
         self.assertIn("/tmp", writable)
+
+    def test_every_object_is_valid_against_the_kubernetes_schemas(self):
+        status, out = validate(self.objects)
+        self.assertEqual(status, 0, out)
+        self.assertEqual(out.count(": valid"), len(self.objects), out)
+        # The validator is not a yes-man: a wrong type and a wrong enum value are refused.
+        broken = json.loads(json.dumps(self.objects))
+        for o in broken:
+            if o["kind"] == "Deployment":
+                o["spec"]["replicas"] = "two"
+            if o["kind"] == "Service":
+                o["spec"]["ports"][0]["protocol"] = "ICMP"
+        status, out = validate(broken)
+        self.assertEqual(status, 1, out)
+        self.assertIn("replicas must be integer", out)
+        self.assertIn("protocol must be equal to one of the allowed values", out)
 
     def test_the_gateway_configuration_passes_vibepit_proxy_check(self):
         binary = os.path.join(BIN_DIR, "vibepit-proxy")
