@@ -12,7 +12,7 @@ runs on the other core.
 For each: the rate and the proxy's CPU-seconds per unit (process and its core's softirq);
 the figure of merit is CPU per unit with tenants over without (goal: at most 1.05).
 
-    python3 -m bench.suites.tenants [--pairs 8] [--duration 3] [--markdown docs/benchmarks.md]
+    python3 -m bench.suites.tenants [--pairs 12] [--duration 3] [--markdown docs/benchmarks.md]
 
 Traffic goes only to addresses inside the namespaces this script creates.
 """
@@ -115,7 +115,7 @@ def render(res):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "build", "bin"))
-    ap.add_argument("--pairs", type=int, default=8)
+    ap.add_argument("--pairs", type=int, default=12)
     ap.add_argument("--duration", type=int, default=3, help="seconds per run")
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "bench-tenants.json"))
     ap.add_argument("--markdown", help="write the table into this file's block \"tenants\"")

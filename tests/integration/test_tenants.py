@@ -236,12 +236,19 @@ class TenantRangesTest(TenantCase):
         self.assertNotIn("short", p.stderr().split("tokens not re-read")[1].splitlines()[0])
         self.assertEqual(self.as_tenant("alpha", ALPHA_TOKEN, "http://allowed.test/", proxy=p)
                          .http_code, 200)
+        # A kept-alive connection that proved the old token, whose next request sends it again.
+        kept = RawConn(self.topo, p.port)
+        self.addCleanup(kept.close)
+        self.assertStatus(kept.request(get("http://allowed.test/k1", "allowed.test",
+                                           basic("alpha", ALPHA_TOKEN))), 200, p)
         with open(token_file + ".new", "w") as f:
             f.write(NEW_ALPHA_TOKEN + "\n")
         os.rename(token_file + ".new", token_file)
         p.proc.send_signal(signal.SIGHUP)
         poll(p.stderr, lambda err: "tokens re-read" in err.replace("not re-read", ""),
              timeout=LIVENESS_S)
+        self.assertStatus(kept.request(get("http://allowed.test/k2", "allowed.test",
+                                           basic("alpha", ALPHA_TOKEN))), 407, p)
         self.assertEqual(self.as_tenant("alpha", ALPHA_TOKEN, "http://allowed.test/", proxy=p)
                          .http_code, 407)
         self.assertEqual(self.as_tenant("alpha", NEW_ALPHA_TOKEN, "http://allowed.test/", proxy=p)

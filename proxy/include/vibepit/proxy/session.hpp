@@ -26,6 +26,7 @@
 #include "vibepit/proxy/spares.hpp"
 #include "vibepit/proxy/upstream.hpp"
 #include "vibepit/runtime/pending.hpp"
+#include "vibepit/secret/secret.hpp"
 
 namespace vibepit::proxy {
 
@@ -220,6 +221,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // The tenant the client's last request proved it is, and its name for the records.
   policy::TenantId tenant_ = policy::kNoTenant;
   std::string tenant_name_;
+  // The Proxy-Authorization value that proved tenant_, and the generation it was checked
+  // under; wiped when the session ends (it holds the token, encoded).
+  secret::WipedString proven_;
+  std::uint64_t proven_generation_ = 0;
   ByteBuffer inbuf_;
   ByteBuffer upbuf_;
   // Each request's target is parsed into this one, whose strings keep their capacity: a
