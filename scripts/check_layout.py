@@ -27,7 +27,7 @@ ALLOWED = {
     "tls": {"policy"},
     "config": {"policy"},
     "decision_log": {"policy"},
-    "runtime": {"config", "decision_log", "policy"},
+    "runtime": {"config", "decision_log", "http", "policy"},
     "proxy": {"runtime", "config", "decision_log", "http", "tls", "policy", "secret"},
     "dns": {"runtime", "config", "decision_log", "policy"},
     "control": {"runtime", "config", "decision_log", "http", "tls", "policy", "secret"},

@@ -16,6 +16,8 @@
 
 #include <asio/post.hpp>
 
+#include "vibepit/http/head.hpp"
+
 namespace vibepit::runtime {
 namespace {
 
@@ -153,32 +155,29 @@ void HealthServer::run() {
 // delays the next by at most that, and never holds the thread.
 void HealthServer::serve(int fd) {
   set_timeouts(fd, kClientMs);
-  std::string head;
+  std::string bytes;
+  http::RequestHead head;
+  http::ParseResult parsed;
   const auto deadline = steady::now() + std::chrono::milliseconds(kClientMs);
   char buf[512];
-  while (head.find("\r\n\r\n") == std::string::npos && head.size() < kMaxHead &&
-         steady::now() < deadline) {
+  // The proxy's own head parser (fuzzed): strict, and bounded by kMaxHead.
+  while (parsed.state == http::ParseState::incomplete && steady::now() < deadline) {
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n <= 0) return;
-    head.append(buf, static_cast<std::size_t>(n));
+    bytes.append(buf, static_cast<std::size_t>(n));
+    parsed = http::parse_request_head(bytes, kMaxHead, head);
   }
   std::string out;
-  const auto line_end = head.find("\r\n");
-  const auto sp1 = head.find(' ');
-  const auto sp2 = sp1 == std::string::npos ? sp1 : head.find(' ', sp1 + 1);
-  if (head.find("\r\n\r\n") == std::string::npos || sp2 == std::string::npos || sp2 > line_end ||
-      head.compare(sp2 + 1, 5, "HTTP/") != 0) {
+  if (parsed.state != http::ParseState::complete) {
     out = response(400, "Bad Request", "a GET of /livez or /readyz\n", false);
   } else {
-    const std::string method = head.substr(0, sp1);
-    const std::string target = head.substr(sp1 + 1, sp2 - sp1 - 1);
-    const bool is_head = method == "HEAD";
-    const std::function<std::string()>* check = target == "/livez"    ? &checks_.live
-                                                : target == "/readyz" ? &checks_.ready
-                                                                      : nullptr;
+    const bool is_head = head.method == "HEAD";
+    const std::function<std::string()>* check = head.target == "/livez"    ? &checks_.live
+                                                : head.target == "/readyz" ? &checks_.ready
+                                                                           : nullptr;
     if (check == nullptr) {
       out = response(404, "Not Found", "only /livez and /readyz are here\n", is_head);
-    } else if (method != "GET" && !is_head) {
+    } else if (head.method != "GET" && !is_head) {
       out = response(405, "Method Not Allowed", "GET or HEAD\n", false);
     } else {
       const std::string why = *check ? (*check)() : std::string();
