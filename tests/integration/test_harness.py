@@ -174,6 +174,7 @@ class ToolsTest(unittest.TestCase):
         sources = glob.glob(os.path.join(base.REPO, "tests", "integration", "*.py"))
         sources += glob.glob(os.path.join(base.REPO, "tests", "integration", "harness", "*.py"))
         sources += glob.glob(os.path.join(base.REPO, "tests", "e2e", "*.py"))
+        sources += glob.glob(os.path.join(base.REPO, "tests", "deploy", "*.py"))
         sources += glob.glob(os.path.join(base.REPO, "bench", "**", "*.py"), recursive=True)
         seen = {}
         for path in sources:

@@ -23,7 +23,7 @@ def providers(path=DEPS):
             fields = line.split("#", 1)[0].split()
             if len(fields) < 3:
                 continue
-            group, package = fields[0], fields[1]
+            group, package = fields[0], fields[1].rstrip("?")  # PACKAGE?: only if missing
             for command in fields[2:]:
                 table[command] = (package, group)
     return table
