@@ -218,6 +218,15 @@ rm -f "$root/etc/apt/sources.list"
 for f in /etc/apt/apt.conf /etc/apt/apt.conf.d/*; do
   [ -f "$f" ] && grep -q 'Acquire::' "$f" && cp "$f" "$root/etc/apt/apt.conf.d/"
 done
+# Likewise how it reaches the npm registry (the tests install a schema package from it):
+# npm's certificate authorities, when this machine's npm is told of its own (a proxy's CA),
+# go to the new root's npm configuration, and nothing else of npm's.
+if command -v npm >/dev/null && npm_ca="$(npm config get cafile 2>/dev/null)" &&
+  [ -n "$npm_ca" ] && [ "$npm_ca" != null ] && [ -r "$npm_ca" ]; then
+  mkdir -p "$root/root"
+  cp -L "$npm_ca" "$root/etc/fresh-check-npm-ca.pem"
+  printf 'cafile=/etc/fresh-check-npm-ca.pem\n' >"$root/root/.npmrc"
+fi
 # The root user's git identity is not needed: the clone is only checked out.
 mkdir -p "$root/root"
 git clone --quiet --no-local --no-checkout "$repo" "$root/root/vibepit"
