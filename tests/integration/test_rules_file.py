@@ -162,9 +162,10 @@ class RulesFileTest(TenantCase):
         with open(other, "w") as f:
             f.write(V2)
         p = self.rules_proxy(path)
-        # In the proxy's own mount namespace (ip netns exec made one); it ends with the proxy.
-        subprocess.run(["nsenter", "--target", str(p.proc.pid), "--mount", "mount", "--bind",
-                        other, path], check=True)
+        # In the proxy's own mount namespace (ip netns exec made one), seen from its root
+        # directory (a chroot's, in scripts/fresh-check.sh); it ends with the proxy.
+        subprocess.run(["nsenter", "--target", str(p.proc.pid), "--mount", "--root", "mount",
+                        "--bind", other, path], check=True)
         before = self.applied_count(p)
         time.sleep(0.3)
         self.assertEqual(self.applied_count(p), before, "the kernel reported the bind mount")
