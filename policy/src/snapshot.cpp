@@ -53,10 +53,11 @@ void add_rule(Matcher& matcher, CowList<std::string>& texts, Rule rule) {
 }
 
 // Parses every entry of one list, collecting every error, then adds the rules to its
-// matcher, which makes room for all of them first.
+// matcher, which makes room for all of them first, and to `also` when it is given.
 template <class Rule, class Parse, class Matcher>
 void compile_list(const std::vector<std::string>& entries, Parse parse, Matcher& matcher,
-                  CowList<std::string>& texts, std::vector<RuleError>& errors) {
+                  CowList<std::string>& texts, std::vector<RuleError>& errors,
+                  Matcher* also = nullptr) {
   std::vector<Rule> rules;
   rules.reserve(entries.size());
   for (const auto& entry : entries) {
@@ -69,7 +70,10 @@ void compile_list(const std::vector<std::string>& entries, Parse parse, Matcher&
   }
   if (!errors.empty()) return;  // nothing will be published
   matcher.reserve_for(rules);
-  for (auto& rule : rules) add_rule(matcher, texts, std::move(rule));
+  for (auto& rule : rules) {
+    if (also != nullptr) also->add(rule);
+    add_rule(matcher, texts, std::move(rule));
+  }
 }
 
 // Each tenant's rules into its own matchers, and its allow-dns into the union the DNS server
@@ -94,18 +98,25 @@ void compile_tenants(const std::vector<TenantRuleSet>& sets, Snapshot& snap,
     t.name = set.name;
     const std::size_t before = errors.size();
     compile_list<HttpRule>(set.allow_http, parse_http_rule, t.http, t.allow_http, errors);
-    compile_list<DnsRule>(set.allow_dns, parse_dns_rule, t.dns, t.allow_dns, errors);
+    compile_list<DnsRule>(set.allow_dns, parse_dns_rule, t.dns, t.allow_dns, errors,
+                          &snap.tenant_dns);
     for (std::size_t i = before; i < errors.size(); ++i)
       errors[i].list = "tenant " + set.name + " " + errors[i].list;
-    CowList<std::string> ignored;
-    for (std::size_t i = 0; i < t.allow_dns.size(); ++i)
-      add_rule(snap.tenant_dns, ignored, std::get<DnsRule>(parse_dns_rule(t.allow_dns[i])));
   }
   auto index = std::make_shared<std::unordered_map<std::string, TenantId>>();
   for (std::size_t i = 0; i < tenants->size(); ++i)
     index->emplace((*tenants)[i].name, static_cast<TenantId>(i));
   snap.tenant_index = std::move(index);
   snap.tenants = std::move(tenants);
+}
+
+// Whether the top level's matcher (kNoTenant) or the tenant's own holds a rule equal to `rule`.
+template <class Rule, class Matcher>
+bool contains(const Snapshot& snap, const Rule& rule, TenantId tenant, Matcher Snapshot::*top,
+              Matcher Tenant::*own) {
+  if (tenant == kNoTenant) return (snap.*top).contains(rule);
+  const Tenant* t = tenant_of(snap, tenant);
+  return t != nullptr && (t->*own).contains(rule);
 }
 
 }  // namespace
@@ -180,15 +191,11 @@ std::shared_ptr<Snapshot> with_added(const Snapshot& base, ParsedRules added, Te
 }
 
 bool has_rule(const Snapshot& snap, const HttpRule& rule, TenantId tenant) {
-  if (tenant == kNoTenant) return snap.http.contains(rule);
-  const Tenant* t = tenant_of(snap, tenant);
-  return t != nullptr && t->http.contains(rule);
+  return contains(snap, rule, tenant, &Snapshot::http, &Tenant::http);
 }
 
 bool has_rule(const Snapshot& snap, const DnsRule& rule, TenantId tenant) {
-  if (tenant == kNoTenant) return snap.dns.contains(rule);
-  const Tenant* t = tenant_of(snap, tenant);
-  return t != nullptr && t->dns.contains(rule);
+  return contains(snap, rule, tenant, &Snapshot::dns, &Tenant::dns);
 }
 
 std::shared_ptr<Snapshot> with_tenant_tokens(const Snapshot& base,
