@@ -91,49 +91,38 @@ class ControlPlane::Metrics : public StatsSource {
 
   std::string prometheus() const override {
     std::string out = stats_.prometheus();
-    out +=
-        "# HELP vibepit_decision_log_dropped_total Decision records dropped because a queue was "
-        "full.\n# TYPE vibepit_decision_log_dropped_total counter\n"
-        "vibepit_decision_log_dropped_total " +
-        std::to_string(log_.dropped()) +
-        "\n# HELP vibepit_decision_log_unwritten_total Decision records the log file could not "
-        "take (disk full, the file gone); they stayed in the ring.\n"
-        "# TYPE vibepit_decision_log_unwritten_total counter\n"
-        "vibepit_decision_log_unwritten_total " +
-        std::to_string(log_.unwritten()) + "\n";
+    prometheus_header(out, "vibepit_decision_log_dropped_total", "counter",
+                      "Decision records dropped because a queue was full.");
+    prometheus_sample(out, "vibepit_decision_log_dropped_total", log_.dropped());
+    prometheus_header(out, "vibepit_decision_log_unwritten_total", "counter",
+                      "Decision records the log file could not take (disk full, the file gone); "
+                      "they stayed in the ring.");
+    prometheus_sample(out, "vibepit_decision_log_unwritten_total", log_.unwritten());
     if (const auto heap = runtime::heap_figures(); heap.known) {
-      out +=
-          "# HELP vibepit_heap_bytes The C library's heap: bytes in use, and bytes free inside "
-          "its arenas.\n"
-          "# TYPE vibepit_heap_bytes gauge\n"
-          "vibepit_heap_bytes{state=\"in_use\"} " +
-          std::to_string(heap.in_use) + "\nvibepit_heap_bytes{state=\"free\"} " +
-          std::to_string(heap.free) + "\n";
+      const char* name = "vibepit_heap_bytes";
+      prometheus_header(out, name, "gauge",
+                        "The C library's heap: bytes in use, and bytes free inside its arenas.");
+      prometheus_sample(out, name, "state", "in_use", heap.in_use);
+      prometheus_sample(out, name, "state", "free", heap.free);
     }
     const auto files = rules_.file_counts();
-    out +=
-        "# HELP vibepit_rules_file_reloads_total Versions of the watched rules file: applied, "
-        "or invalid (the rules in force stayed).\n"
-        "# TYPE vibepit_rules_file_reloads_total counter\n"
-        "vibepit_rules_file_reloads_total{result=\"applied\"} " +
-        std::to_string(files.applied) + "\nvibepit_rules_file_reloads_total{result=\"invalid\"} " +
-        std::to_string(files.invalid) + "\n";
+    const char* reloads = "vibepit_rules_file_reloads_total";
+    prometheus_header(out, reloads, "counter",
+                      "Versions of the watched rules file: applied, or invalid (the rules in "
+                      "force stayed).");
+    prometheus_sample(out, reloads, "result", "applied", files.applied);
+    prometheus_sample(out, reloads, "result", "invalid", files.invalid);
     if (server_) {
-      out +=
-          "# HELP vibepit_control_errors_total Control connections and requests refused, by "
-          "kind.\n# TYPE vibepit_control_errors_total counter\n";
-      auto row = [&](const char* kind, const std::atomic<std::uint64_t>& n) {
-        out += std::string("vibepit_control_errors_total{kind=\"") + kind + "\"} " +
-               std::to_string(n.load()) + "\n";
-      };
-      row("handshake", server_->handshake_failed);
-      row("plain_http", server_->plain_http);
-      row("busy", server_->refused_busy);
-      row("rate_limited", server_->rate_limited);
-      out +=
-          "# HELP vibepit_control_requests_total Control API requests answered.\n"
-          "# TYPE vibepit_control_requests_total counter\nvibepit_control_requests_total " +
-          std::to_string(server_->requests.load()) + "\n";
+      const char* errors = "vibepit_control_errors_total";
+      prometheus_header(out, errors, "counter",
+                        "Control connections and requests refused, by kind.");
+      prometheus_sample(out, errors, "kind", "handshake", server_->handshake_failed.load());
+      prometheus_sample(out, errors, "kind", "plain_http", server_->plain_http.load());
+      prometheus_sample(out, errors, "kind", "busy", server_->refused_busy.load());
+      prometheus_sample(out, errors, "kind", "rate_limited", server_->rate_limited.load());
+      prometheus_header(out, "vibepit_control_requests_total", "counter",
+                        "Control API requests answered.");
+      prometheus_sample(out, "vibepit_control_requests_total", server_->requests.load());
     }
     return out;
   }

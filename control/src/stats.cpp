@@ -29,7 +29,9 @@ std::string label_value(std::string_view v) {
   return out;
 }
 
-void header(std::string& out, const char* name, const char* type, const char* help) {
+}  // namespace
+
+void prometheus_header(std::string& out, const char* name, const char* type, const char* help) {
   out += "# HELP ";
   out += name;
   out += ' ';
@@ -41,7 +43,24 @@ void header(std::string& out, const char* name, const char* type, const char* he
   out += '\n';
 }
 
-}  // namespace
+void prometheus_sample(std::string& out, const char* name, std::uint64_t n) {
+  out += name;
+  out += ' ';
+  out += std::to_string(n);
+  out += '\n';
+}
+
+void prometheus_sample(std::string& out, const char* name, const char* label, const char* value,
+                       std::uint64_t n) {
+  out += name;
+  out += '{';
+  out += label;
+  out += "=\"";
+  out += value;
+  out += "\"} ";
+  out += std::to_string(n);
+  out += '\n';
+}
 
 void Histogram::observe(double seconds) {
   std::size_t i = 0;
@@ -185,45 +204,47 @@ nlohmann::json DecisionStats::to_json() const {
 std::string DecisionStats::prometheus() const {
   std::lock_guard lock(mu_);
   std::string out;
-  header(out, "vibepit_decisions_total", "counter",
-         "Decisions by source (proxy, dns), verdict and reason.");
+  prometheus_header(out, "vibepit_decisions_total", "counter",
+                    "Decisions by source (proxy, dns), verdict and reason.");
   for (const auto& [key, n] : decisions_) {
     auto a = key.find('\t'), b = key.rfind('\t');
     out += "vibepit_decisions_total{src=\"" + label_value(key.substr(0, a)) + "\",verdict=\"" +
            label_value(key.substr(a + 1, b - a - 1)) + "\",reason=\"" +
            label_value(key.substr(b + 1)) + "\"} " + std::to_string(n) + "\n";
   }
-  header(out, "vibepit_http_responses_total", "counter",
-         "Proxy answers by HTTP status (errors are 4xx and 5xx).");
+  prometheus_header(out, "vibepit_http_responses_total", "counter",
+                    "Proxy answers by HTTP status (errors are 4xx and 5xx).");
   for (const auto& [code, n] : http_status_) {
     out += "vibepit_http_responses_total{status=\"" + std::to_string(code) + "\"} " +
            std::to_string(n) + "\n";
   }
-  header(out, "vibepit_dns_responses_total", "counter", "DNS answers by rcode.");
+  prometheus_header(out, "vibepit_dns_responses_total", "counter", "DNS answers by rcode.");
   for (const auto& [rcode, n] : dns_rcode_) {
     out += "vibepit_dns_responses_total{rcode=\"" + label_value(rcode) + "\"} " +
            std::to_string(n) + "\n";
   }
-  header(out, "vibepit_dns_cache_hits_total", "counter", "Allowed DNS answers served from cache.");
-  out += "vibepit_dns_cache_hits_total " + std::to_string(dns_cached_) + "\n";
-  header(out, "vibepit_dns_allowed_total", "counter", "Allowed DNS queries answered.");
-  out += "vibepit_dns_allowed_total " + std::to_string(dns_answers_) + "\n";
-  header(out, "vibepit_tunnels_closed_total", "counter", "Allowed connections that closed.");
-  out += "vibepit_tunnels_closed_total " + std::to_string(tunnels_closed_) + "\n";
-  header(out, "vibepit_holds_total", "counter",
-         "Ask mode: requests held (outcome=\"held\"), and how holds ended.");
-  for (const auto& [outcome, n] : holds_) {
-    out += "vibepit_holds_total{outcome=\"" + outcome + "\"} " + std::to_string(n) + "\n";
-  }
-  header(out, "vibepit_bytes_total", "counter", "Bytes relayed, by direction.");
-  out += "vibepit_bytes_total{direction=\"up\"} " + std::to_string(bytes_up_) + "\n";
-  out += "vibepit_bytes_total{direction=\"down\"} " + std::to_string(bytes_down_) + "\n";
-  header(out, "vibepit_decision_seconds", "histogram",
-         "Time from a request's arrival to its decision (after resolving and dialling).");
+  prometheus_header(out, "vibepit_dns_cache_hits_total", "counter",
+                    "Allowed DNS answers served from cache.");
+  prometheus_sample(out, "vibepit_dns_cache_hits_total", dns_cached_);
+  prometheus_header(out, "vibepit_dns_allowed_total", "counter", "Allowed DNS queries answered.");
+  prometheus_sample(out, "vibepit_dns_allowed_total", dns_answers_);
+  prometheus_header(out, "vibepit_tunnels_closed_total", "counter",
+                    "Allowed connections that closed.");
+  prometheus_sample(out, "vibepit_tunnels_closed_total", tunnels_closed_);
+  prometheus_header(out, "vibepit_holds_total", "counter",
+                    "Ask mode: requests held (outcome=\"held\"), and how holds ended.");
+  for (const auto& [outcome, n] : holds_)
+    prometheus_sample(out, "vibepit_holds_total", "outcome", outcome.c_str(), n);
+  prometheus_header(out, "vibepit_bytes_total", "counter", "Bytes relayed, by direction.");
+  prometheus_sample(out, "vibepit_bytes_total", "direction", "up", bytes_up_);
+  prometheus_sample(out, "vibepit_bytes_total", "direction", "down", bytes_down_);
+  prometheus_header(
+      out, "vibepit_decision_seconds", "histogram",
+      "Time from a request's arrival to its decision (after resolving and dialling).");
   decide_proxy_.render(out, "vibepit_decision_seconds", "src=\"proxy\"");
   decide_dns_.render(out, "vibepit_decision_seconds", "src=\"dns\"");
-  header(out, "vibepit_tunnel_duration_seconds", "histogram",
-         "Lifetime of allowed connections, from the decision to the close.");
+  prometheus_header(out, "vibepit_tunnel_duration_seconds", "histogram",
+                    "Lifetime of allowed connections, from the decision to the close.");
   tunnel_duration_.render(out, "vibepit_tunnel_duration_seconds", "");
   return out;
 }

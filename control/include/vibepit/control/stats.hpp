@@ -16,6 +16,13 @@
 
 namespace vibepit::control {
 
+// Prometheus text: a family's HELP and TYPE lines, and one sample, bare or with one label
+// (`value` is one of our own names, never escaped).
+void prometheus_header(std::string& out, const char* name, const char* type, const char* help);
+void prometheus_sample(std::string& out, const char* name, std::uint64_t n);
+void prometheus_sample(std::string& out, const char* name, const char* label, const char* value,
+                       std::uint64_t n);
+
 // A latency histogram with fixed bucket bounds (Prometheus "le" semantics).
 class Histogram {
  public:
