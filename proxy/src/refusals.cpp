@@ -50,7 +50,8 @@ asio::awaitable<void> Session::refuse(int status, ProxyError error, std::string 
 }
 
 bool Session::authenticate(const http::RequestHead& head) {
-  const auto snap = w_.snapshot();
+  request_snap_ = w_.snapshot();
+  const policy::Snapshot* snap = request_snap_.get();
   if (!snap->tenants) return true;
   std::optional<std::string_view> value;
   for (const auto& h : head.headers) {
@@ -91,7 +92,7 @@ asio::awaitable<void> Session::refuse_unauthenticated(std::string_view method,
   policy::Decision d;  // a deny in every mode: no rule can allow it
   d.reason = policy::Reason::unauthenticated;
   Outcome o = explain(std::move(d), target.display());
-  const auto snap = w_.snapshot();
+  const auto snap = request_snap_ ? std::exchange(request_snap_, nullptr) : w_.snapshot();
   rec.gen = snap->generation;
   rec.mode = snap->rules.mode;
   record_outcome(rec, o);

@@ -259,6 +259,7 @@ asio::awaitable<void> Session::run() {
     }
     if (!co_await forward_http(*this, head, target)) break;
     w_.header_spares().give(std::exchange(head.headers, {}));
+    request_snap_.reset();  // one a refusal before the decision did not take
   }
   close_all();
 }
@@ -369,7 +370,9 @@ asio::awaitable<Session::Dial> Session::decide_and_dial(const http::Authority& t
                                                         decision_log::DecisionRecord& rec,
                                                         bool reuse_ok, bool request) {
   RequestLine* req = request ? &request_line_ : nullptr;
-  auto snap = w_.snapshot();  // one snapshot for the whole decision
+  // One snapshot for the whole decision: the one the request was authenticated under, if
+  // it is this connection's first decision since (an inspected tunnel's requests take theirs).
+  auto snap = request_snap_ ? std::exchange(request_snap_, nullptr) : w_.snapshot();
   rec.gen = snap->generation;
   rec.mode = snap->rules.mode;
   // The decision lives in the outcome from the start: a second Decision in this frame took

@@ -225,6 +225,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // under; wiped when the session ends (it holds the token, encoded).
   secret::WipedString proven_;
   std::uint64_t proven_generation_ = 0;
+  // The snapshot the request being read was authenticated under: decide_and_dial decides by
+  // it too and lets it go, and run() drops it after each request (an idle keep-alive
+  // connection holds none).
+  std::shared_ptr<const policy::Snapshot> request_snap_;
   ByteBuffer inbuf_;
   ByteBuffer upbuf_;
   // Each request's target is parsed into this one, whose strings keep their capacity: a
