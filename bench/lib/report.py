@@ -31,3 +31,21 @@ def publish(res, lines, json_path, markdown, block, writer):
     print("\n".join(lines))
     if markdown:
         write_block(markdown, block, lines, writer=writer)
+
+
+def run_facts(**fields):
+    """A result's first fields: when it was measured and on what machine, then `fields`."""
+    import datetime
+    return {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release), **fields}
+
+
+def replay(args, render, block, command):
+    """--render JSON: the table written again from a kept run, nothing measured. True when
+    that was asked for (and done)."""
+    if not args.render:
+        return False
+    with open(args.render) as f:
+        res = json.load(f)
+    publish(res, render(res), args.render, args.markdown, block, command)
+    return True

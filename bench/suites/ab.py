@@ -23,7 +23,6 @@ Traffic goes only to addresses inside the namespaces this script creates.
 """
 
 import argparse
-import datetime
 import json
 import os
 import statistics
@@ -32,7 +31,7 @@ import sys
 from bench.lib import ROOT
 from bench.lib.dns import AUTH_ADDR, ZONES, DnsTopology, measure_latency, measure_qps, write_streams
 from bench.lib.peers import Column, wait_for_listen
-from bench.lib.report import publish
+from bench.lib.report import publish, run_facts
 from bench.lib.topology import PORTS, PROXY_ADDR
 from bench.lib.workloads import metered, unit_cost
 from tests.integration.harness import netns
@@ -189,9 +188,7 @@ def main():
     if os.geteuid() != 0:
         sys.exit("ab: needs root (network namespaces)")
     netns.install_signal_cleanup()
-    res = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
-           "base": args.base, "head": args.head, "pairs": args.pairs, "duration_s": args.duration,
+    res = {**run_facts(), "base": args.base, "head": args.head, "pairs": args.pairs, "duration_s": args.duration,
            "host": args.host,
            "workloads": {}}
     with DnsTopology(args.head, pin=True) as topo:

@@ -22,7 +22,6 @@ Traffic goes only to addresses inside the namespaces this script creates.
 """
 
 import argparse
-import datetime
 import json
 import os
 import re
@@ -35,7 +34,7 @@ import time
 from bench.lib import ROOT
 from bench.lib.memory import open_fds, rss_kib
 from bench.lib.peers import wait_for_listen
-from bench.lib.report import publish
+from bench.lib.report import publish, run_facts
 from bench.lib.topology import LOAD_CPU, PORTS, PROXY_ADDR, SERVER, BenchTopology
 from tests.integration.harness import netns
 from tests.integration.harness.control import ControlConn
@@ -230,8 +229,7 @@ def main():
     if (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {LOAD_CPU})
     netns.install_signal_cleanup()
-    res = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release), "n": args.held,
+    res = {**run_facts(), "n": args.held,
            "rounds": []}
     with BenchTopology(args.bin_dir, pin=True) as topo:
         for i in range(args.rounds):

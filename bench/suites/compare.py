@@ -21,12 +21,12 @@ Traffic goes only to addresses inside the namespaces this script creates.
 """
 
 import argparse
-import datetime
 import json
 import os
 import resource
 import sys
 
+from bench.lib.report import run_facts
 from bench.lib import ROOT, cpu
 from bench.lib.matcher import matcher_ratio
 from bench.lib.memory import idle_memory
@@ -76,9 +76,7 @@ def main():
         sys.exit("compare: needs root (network namespaces)")
     netns.install_signal_cleanup()
 
-    results = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-               "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
-               "duration_s": args.duration, "rounds": args.rounds, "repeat": args.repeat,
+    results = {**run_facts(), "duration_s": args.duration, "rounds": args.rounds, "repeat": args.repeat,
                "vibepit_threads": args.threads, "fixed_tunnels": args.fixed_tunnels,
                "fixed_requests": args.fixed_requests, "fixed_slices": args.slices, "peers": {}}
     starters = {"haproxy": start_haproxy, "haproxy-again": lambda topo: start_haproxy(topo, 1),

@@ -19,7 +19,6 @@ Traffic goes only to addresses inside the namespaces this script creates.
 """
 
 import argparse
-import datetime
 import json
 import os
 import re
@@ -31,7 +30,7 @@ import time
 
 from bench.lib import ROOT
 from bench.lib.peers import via_proxy, wait_for_listen
-from bench.lib.report import write_block
+from bench.lib.report import write_block, run_facts
 from bench.lib.topology import PROXY_ADDR, SERVER, BenchTopology, on_sut_core
 from bench.lib.workloads import metered, run_cost, workload_args
 from tests.integration.harness import netns
@@ -224,9 +223,7 @@ def main():
     if os.geteuid() != 0:
         sys.exit("compare-control: needs root (network namespaces)")
     netns.install_signal_cleanup()
-    res = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
-           "duration_s": args.duration, "repeat": args.repeat}
+    res = {**run_facts(), "duration_s": args.duration, "repeat": args.repeat}
     with BenchTopology(args.bin_dir, pin=True) as topo:
         session = os.path.join(topo.tmp, "session")
         p, addr, local_port, (control_host, control_port) = start_vibepit(topo, session)

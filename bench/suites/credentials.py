@@ -17,7 +17,6 @@ Traffic goes only to addresses inside the namespaces this script creates.
 """
 
 import argparse
-import datetime
 import json
 import os
 import resource
@@ -25,7 +24,7 @@ import sys
 
 from bench.lib import ROOT
 from bench.lib.peers import wait_for_listen
-from bench.lib.report import publish
+from bench.lib.report import publish, run_facts, replay
 from bench.lib.stats import median, median_interval
 from bench.lib.topology import LOAD_CPU, PROXY_ADDR, BenchTopology
 from bench.suites.inspect import HOST, PORT, WORKLOADS, measure, start_upstream, trust_file
@@ -105,10 +104,7 @@ def main():
     ap.add_argument("--render", metavar="JSON", help="only write the table again, from a kept run")
     args = ap.parse_args()
     command = "python3 -m bench.suites.credentials"
-    if args.render:
-        with open(args.render) as f:
-            res = json.load(f)
-        publish(res, render(res), args.render, args.markdown, "credentials", command)
+    if replay(args, render, "credentials", command):
         return
     if os.geteuid() != 0:
         sys.exit("bench credentials: needs root (network namespaces)")
@@ -117,9 +113,7 @@ def main():
     if (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {LOAD_CPU})
     netns.install_signal_cleanup()
-    res = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
-           "rounds_n": args.rounds, "duration": args.duration, "rounds": []}
+    res = {**run_facts(), "rounds_n": args.rounds, "duration": args.duration, "rounds": []}
     with BenchTopology(args.bin_dir, pin=True) as topo:
         upstream_ca = start_upstream(topo)
         sut, cas = {}, []

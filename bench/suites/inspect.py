@@ -23,7 +23,6 @@ Traffic goes only to addresses inside the namespaces this script creates.
 """
 
 import argparse
-import datetime
 import json
 import os
 import resource
@@ -35,7 +34,7 @@ import time
 from bench.lib import ROOT, cpu
 from bench.lib.memory import rss_kib
 from bench.lib.peers import wait_for_listen, write_squid_conf
-from bench.lib.report import publish
+from bench.lib.report import publish, run_facts, replay
 from bench.lib.stats import median, median_interval
 from bench.lib.topology import LOAD_CPU, PROXY_ADDR, SERVER, BenchTopology
 from tests.integration.harness import netns
@@ -209,10 +208,7 @@ def main():
     ap.add_argument("--markdown", help="write the table into this file's block \"inspect\"")
     ap.add_argument("--render", metavar="JSON", help="only write the tables again, from a kept run")
     args = ap.parse_args()
-    if args.render:
-        with open(args.render) as f:
-            res = json.load(f)
-        publish(res, render(res), args.render, args.markdown, "inspect", "python3 -m bench.suites.inspect")
+    if replay(args, render, "inspect", "python3 -m bench.suites.inspect"):
         return
     if os.geteuid() != 0:
         sys.exit("bench inspect: needs root (network namespaces)")
@@ -223,9 +219,7 @@ def main():
     if (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {LOAD_CPU})
     netns.install_signal_cleanup()
-    res = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
-           "rounds_n": args.rounds, "duration": args.duration, "rounds": []}
+    res = {**run_facts(), "rounds_n": args.rounds, "duration": args.duration, "rounds": []}
     with BenchTopology(args.bin_dir, pin=True) as topo:
         upstream_ca = start_upstream(topo)
         vp, vp_addr, vp_ca = start_vibepit(topo, upstream_ca)

@@ -18,7 +18,6 @@ Traffic goes only to addresses inside the namespaces this script creates.
 """
 
 import argparse
-import datetime
 import json
 import os
 import statistics
@@ -27,7 +26,7 @@ import sys
 from bench.lib import ROOT
 from bench.lib.dns import AUTH_ADDR, DnsTopology
 from bench.lib.peers import Column, wait_for_listen
-from bench.lib.report import publish
+from bench.lib.report import publish, run_facts, replay
 from bench.lib.stats import median_interval
 from bench.lib.topology import PORTS, PROXY_ADDR
 from bench.suites.ab import proxy_run
@@ -122,17 +121,12 @@ def main():
     ap.add_argument("--render", metavar="JSON", help="only write the table again, from a kept run")
     args = ap.parse_args()
     command = "python3 -m bench.suites.tenants"
-    if args.render:
-        with open(args.render) as f:
-            res = json.load(f)
-        publish(res, render(res), args.render, args.markdown, "tenants", command)
+    if replay(args, render, "tenants", command):
         return
     if os.geteuid() != 0:
         sys.exit("bench tenants: needs root (network namespaces)")
     netns.install_signal_cleanup()
-    res = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "machine": "%d cores, %s" % (os.cpu_count(), os.uname().release),
-           "pairs": args.pairs, "duration_s": args.duration, "workloads": {}}
+    res = {**run_facts(), "pairs": args.pairs, "duration_s": args.duration, "workloads": {}}
     with DnsTopology(args.bin_dir, pin=True) as topo:
         res["pinning"] = topo.cpus
         cols = {s: start_proxy(topo, s) for s in SYSTEMS}
