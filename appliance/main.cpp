@@ -117,7 +117,7 @@ int run(int argc, char** argv) {
   vibepit::config::Config cfg;
   std::string upstream_source = "the config";
   std::shared_ptr<const vibepit::policy::Credentials> credentials;
-  std::vector<vibepit::secret::SharedSecret> tenant_tokens;
+  std::vector<vibepit::policy::TenantTokens> tenant_tokens;
   vibepit::appliance::StartRules start_rules;
   try {
     cfg = vibepit::config::load_config(config_path);
@@ -183,7 +183,7 @@ int run(int argc, char** argv) {
         vibepit::policy::compile_mutable(start_rules.rules, 1));
     compiled->credentials = std::move(credentials);
     vibepit::policy::SnapshotStore store(
-        vibepit::policy::with_tenant_tokens(*compiled, std::move(tenant_tokens)));
+        vibepit::policy::with_tenant_tokens(*compiled, tenant_tokens));
     // Rule writers are serialised by one updater: the control plane's, or this one.
     std::optional<vibepit::control::RuleUpdater> local_rules;
     // The control thread reads the log's ring, and the log's writer thread feeds the control
@@ -270,6 +270,8 @@ int run(int argc, char** argv) {
     if (!control) local_rules.emplace(store);
     auto& rules = control ? control->rules() : *local_rules;
     rules.set_base(cfg.rules);  // what a rules file's every version adds to
+    std::optional<vibepit::appliance::TenantTokenFiles> token_files;
+    if (!cfg.tenants.empty()) token_files.emplace(cfg, std::move(tenant_tokens), rules);
     std::optional<vibepit::appliance::RulesFileWatch> rules_watch;
     if (!cfg.rules_file.empty()) {
       rules_watch.emplace(cfg.rules_file, std::move(start_rules.text), rules);
@@ -293,7 +295,8 @@ int run(int argc, char** argv) {
       spdlog::info("signal {}: reopening the decision log, re-reading credential and token files",
                    sig);
       log.reopen();
-      vibepit::appliance::reread_secrets(cfg, rules);
+      vibepit::appliance::reread_credentials(cfg, rules);
+      if (token_files) token_files->reload();
       if (rules_watch) rules_watch->reload();
     }
     spdlog::info("signal {}: draining (up to {} ms)", sig, cfg.proxy.drain_timeout.count());

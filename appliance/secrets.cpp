@@ -20,26 +20,24 @@ policy::Credential read_credential(const config::CredentialConfig& c) {
   }
 }
 
-void reread_credentials(const config::Config& cfg, control::RuleUpdater& rules) {
-  std::vector<policy::Credential> fresh;
-  try {
-    for (const auto& c : cfg.credentials) {
-      if (!c.from_file.empty()) fresh.push_back(read_credential(c));
-    }
-  } catch (const std::exception& e) {
-    spdlog::error("credentials not re-read, those in force stay: {}", e.what());
-    return;
-  }
-  for (auto& c : fresh) {
-    const std::string name = c.spec.name;
-    bool replaced = false;
-    auto set = rules.set_credential(std::move(c), replaced);
-    if (auto* why = std::get_if<std::string>(&set)) {
-      spdlog::error("credential {} not re-read: {}", name, *why);
-    } else {
-      spdlog::info("credential {} re-read, generation {}", name, std::get<std::uint64_t>(set));
+std::vector<std::string> token_paths(const config::Config& cfg) {
+  std::vector<std::string> paths;
+  for (const auto& t : cfg.tenants) paths.push_back(t.token_file);
+  return paths;
+}
+
+bool same_tokens(const std::vector<policy::TenantTokens>& a,
+                 const std::vector<policy::TenantTokens>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    for (std::size_t j = 0; j < a[i].size(); ++j) {
+      const auto& x = a[i][j];
+      const auto& y = b[i][j];
+      if (!x != !y) return false;
+      if (x && !secret::equal_constant_time(x->reveal(), y->reveal())) return false;
     }
   }
+  return true;
 }
 
 }  // namespace
@@ -67,15 +65,17 @@ std::shared_ptr<const policy::Credentials> with_channel(
   return out;
 }
 
-std::vector<secret::SharedSecret> read_tenant_tokens(const config::Config& cfg) {
-  std::vector<secret::SharedSecret> out;
+std::vector<policy::TenantTokens> read_tenant_tokens(const config::Config& cfg) {
+  std::vector<policy::TenantTokens> out;
   out.reserve(cfg.tenants.size());
   for (const auto& t : cfg.tenants) {
     try {
-      auto token = secret::read_file(t.token_file);
-      if (auto why = policy::tenant_token_problem(token->reveal()); !why.empty())
-        throw std::runtime_error("token-file " + t.token_file + ": " + why);
-      out.push_back(token->fitted());
+      const auto file = secret::read_file(t.token_file);
+      try {
+        out.push_back(policy::split_tenant_tokens(file->reveal()));
+      } catch (const std::invalid_argument& e) {
+        throw std::runtime_error("token-file " + t.token_file + ": " + e.what());
+      }
     } catch (const std::exception& e) {
       throw std::runtime_error("tenant " + t.name + ": " + e.what());
     }
@@ -83,15 +83,53 @@ std::vector<secret::SharedSecret> read_tenant_tokens(const config::Config& cfg) 
   return out;
 }
 
-void reread_secrets(const config::Config& cfg, control::RuleUpdater& rules) {
-  reread_credentials(cfg, rules);
-  if (cfg.tenants.empty()) return;
+void reread_credentials(const config::Config& cfg, control::RuleUpdater& rules) {
+  std::vector<policy::Credential> fresh;
   try {
-    const auto generation = rules.set_tenant_tokens(read_tenant_tokens(cfg));
-    spdlog::info("{} tenants' tokens re-read, generation {}", cfg.tenants.size(), generation);
+    for (const auto& c : cfg.credentials) {
+      if (!c.from_file.empty()) fresh.push_back(read_credential(c));
+    }
   } catch (const std::exception& e) {
-    spdlog::error("tenants' tokens not re-read, those in force stay: {}", e.what());
+    spdlog::error("credentials not re-read, those in force stay: {}", e.what());
+    return;
   }
+  for (auto& c : fresh) {
+    const std::string name = c.spec.name;
+    bool replaced = false;
+    auto set = rules.set_credential(std::move(c), replaced);
+    if (auto* why = std::get_if<std::string>(&set)) {
+      spdlog::error("credential {} not re-read: {}", name, *why);
+    } else {
+      spdlog::info("credential {} re-read, generation {}", name, std::get<std::uint64_t>(set));
+    }
+  }
+}
+
+TenantTokenFiles::TenantTokenFiles(const config::Config& cfg,
+                                   std::vector<policy::TenantTokens> in_force,
+                                   control::RuleUpdater& rules)
+    : cfg_(cfg),
+      rules_(rules),
+      last_(std::move(in_force)),
+      watch_("token-file", token_paths(cfg), [this] { reload(); }) {}
+
+void TenantTokenFiles::reload() {
+  std::lock_guard lock(mu_);
+  std::vector<policy::TenantTokens> read;
+  try {
+    read = read_tenant_tokens(cfg_);
+  } catch (const std::exception& e) {
+    // Once for each problem, not at every re-read that finds it again.
+    if (e.what() == last_error_) return;
+    last_error_ = e.what();
+    spdlog::error("tenants' tokens not re-read, those in force stay: {}", last_error_);
+    return;
+  }
+  last_error_.clear();
+  if (same_tokens(read, last_)) return;
+  last_ = read;
+  const auto generation = rules_.set_tenant_tokens(std::move(read));
+  spdlog::info("{} tenants' tokens re-read, generation {}", cfg_.tenants.size(), generation);
 }
 
 }  // namespace vibepit::appliance

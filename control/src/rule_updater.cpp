@@ -113,15 +113,15 @@ std::variant<std::uint64_t, std::string> RuleUpdater::apply_rules_file(
   auto next = std::get<std::shared_ptr<policy::Snapshot>>(std::move(compiled));
   next->credentials = snap->credentials;
   if (snap->tenants && next->tenants) {
-    std::vector<secret::SharedSecret> tokens;
-    for (const auto& t : *snap->tenants) tokens.push_back(t.token);
+    std::vector<policy::TenantTokens> tokens;
+    for (const auto& t : *snap->tenants) tokens.push_back(t.tokens);
     next = policy::with_tenant_tokens(*next, std::move(tokens));
   }
   file_applied_.fetch_add(1, std::memory_order_relaxed);
   return publish(std::move(next));
 }
 
-std::uint64_t RuleUpdater::set_tenant_tokens(std::vector<secret::SharedSecret> tokens) {
+std::uint64_t RuleUpdater::set_tenant_tokens(std::vector<policy::TenantTokens> tokens) {
   std::lock_guard lock(mu_);
   return publish(policy::with_tenant_tokens(*store_.current(), std::move(tokens)));
 }

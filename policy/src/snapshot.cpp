@@ -199,14 +199,14 @@ bool has_rule(const Snapshot& snap, const DnsRule& rule, TenantId tenant) {
 }
 
 std::shared_ptr<Snapshot> with_tenant_tokens(const Snapshot& base,
-                                             std::vector<secret::SharedSecret> tokens) {
+                                             std::vector<TenantTokens> tokens) {
   const std::size_t n = base.tenants ? base.tenants->size() : 0;
   if (tokens.size() != n)
     throw std::invalid_argument("with_tenant_tokens: one token for each tenant");
   auto snap = std::make_shared<Snapshot>(base);
   if (n == 0) return snap;
   auto tenants = std::make_shared<Tenants>(*base.tenants);
-  for (std::size_t i = 0; i < n; ++i) (*tenants)[i].token = std::move(tokens[i]);
+  for (std::size_t i = 0; i < n; ++i) (*tenants)[i].tokens = std::move(tokens[i]);
   snap->tenants = std::move(tenants);
   return snap;
 }

@@ -255,6 +255,9 @@ class ExampleOverlayTest(ManifestCase, unittest.TestCase):
         self.assertEqual(self.gateway()["spec"]["replicas"], 3)
         secret = one(self.objects, "Secret", "vibepit-tenant-tokens")
         self.assertEqual(sorted(secret["data"]), sorted(TENANTS))
+        # Its name does not change with the tokens: a rotation updates the mounted files in
+        # place (the gateway watches them) instead of rolling the gateway.
+        self.assertEqual(secret["metadata"]["name"], "vibepit-tenant-tokens")
         volume = [v for v in self.gateway()["spec"]["template"]["spec"]["volumes"] if v["name"] == "tokens"][0]
         self.assertEqual(volume["secret"]["secretName"], secret["metadata"]["name"])
         rules = yaml.safe_load(one(self.objects, "ConfigMap", "vibepit-rules")["data"]["rules.yaml"])

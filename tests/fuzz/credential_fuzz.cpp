@@ -2,7 +2,9 @@
 // formatting of a value into a header. The input is "SPEC\nVALUE". Invariants, checked with
 // CHECK (which aborts in release builds too): an accepted spec prints as text that parses to
 // the same spec; a header value is one line (no CR, LF or NUL), holds the value or its base64,
-// and an error is one of a few fixed texts, so it never quotes the value.
+// and an error is one of a few fixed texts, so it never quotes the value. The VALUE part is
+// also read as a tenant's token file: the tokens accepted, joined by line ends, are the text
+// (less the "\r" before a line end), and an error is a line number and a fixed text.
 #include <cstdint>
 #include <set>
 #include <string>
@@ -11,6 +13,7 @@
 
 #include "fuzz_check.hpp"
 #include "vibepit/policy/credential.hpp"
+#include "vibepit/policy/tenant.hpp"
 
 namespace {
 
@@ -41,6 +44,37 @@ void check_value(const CredentialSpec& spec, std::string_view value) {
   }
 }
 
+void check_token_file(std::string_view text) {
+  try {
+    const auto tokens = split_tenant_tokens(text);
+    CHECK(tokens[0] != nullptr);
+    std::string joined;
+    for (const auto& t : tokens) {
+      if (!t) continue;
+      CHECK(tenant_token_problem(t->reveal()).empty());
+      if (!joined.empty()) joined += '\n';
+      joined += t->reveal();
+    }
+    std::string expected(text);
+    for (auto at = expected.find("\r\n"); at != std::string::npos; at = expected.find("\r\n"))
+      expected.erase(at, 1);
+    if (expected.ends_with('\r')) expected.pop_back();
+    CHECK(joined == expected);
+  } catch (const std::invalid_argument& e) {
+    const std::string_view why = e.what();
+    static const std::set<std::string> kProblems = {tenant_token_problem(""),
+                                                    tenant_token_problem(std::string(1025, 'a')),
+                                                    tenant_token_problem(std::string(16, ' '))};
+    if (why.starts_with("line ")) {
+      const auto colon = why.find(": ");
+      CHECK(colon != std::string_view::npos);
+      CHECK(kProblems.count(std::string(why.substr(colon + 2))) == 1);
+    } else {
+      CHECK(why == "more than 2 lines: a tenant has one token, or two while it changes");
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -48,6 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto nl = in.find('\n');
   const auto text = in.substr(0, nl);
   const auto value = nl == std::string_view::npos ? std::string_view{} : in.substr(nl + 1);
+  check_token_file(value);
   auto parsed = parse_credential(text);
   if (auto* e = std::get_if<RuleError>(&parsed)) {
     CHECK(e->list == "credentials");

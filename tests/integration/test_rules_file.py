@@ -2,7 +2,10 @@
 written, in place, by a rename, or by the symbolic-link swap of a Kubernetes ConfigMap volume;
 per tenant; all or nothing (an invalid version keeps the rules in force, is logged and counted
 in /metrics, and the next valid one applies); rules a runtime update added stay; SIGHUP
-re-reads a file whose change the kernel did not report (a bind mount)."""
+re-reads a file whose change the kernel did not report (a bind mount). The tenants' token
+files are watched the same way: a token rotation (old and new together, then the new alone)
+applies without a signal, also through a Secret volume's swap, and a bad version keeps the
+tokens in force and is logged once."""
 
 import os
 import re
@@ -13,7 +16,7 @@ import time
 from tests.integration.harness import base
 from tests.integration.harness.control import ControlConn
 from tests.integration.harness.wait import LIVENESS_S, poll
-from tests.integration.test_tenants import ALPHA_TOKEN, BETA_TOKEN, TenantCase
+from tests.integration.test_tenants import ALPHA_TOKEN, BETA_TOKEN, NEW_ALPHA_TOKEN, TenantCase
 
 CHOST = "127.0.0.2"
 APPLY_S = 1.0      # the promise: applied within a second of the change
@@ -46,15 +49,7 @@ def write_atomically(path, text):
     os.rename(path + ".tmp", path)
 
 
-class RulesFileTest(TenantCase):
-
-    def rules_proxy(self, rules_path, **extra):
-        cfg = self.tenant_config(allow_http=[], dns_listen=None, allow_dns=[],
-                                 rules_file=rules_path, **extra)
-        for t in cfg["tenants"]:
-            t.pop("allow-http", None)
-            t.pop("allow-dns", None)
-        return self.start_proxy(**cfg)
+class WatchCase(TenantCase):
 
     def status(self, p, user, token, url):
         return self.as_tenant(user, token, url, proxy=p).http_code
@@ -65,6 +60,17 @@ class RulesFileTest(TenantCase):
                     timeout=LIVENESS_S)
         self.assertEqual(code, want, "%s as %s%s" % (url, user, p.diag()))
         return time.monotonic() - since
+
+
+class RulesFileTest(WatchCase):
+
+    def rules_proxy(self, rules_path, **extra):
+        cfg = self.tenant_config(allow_http=[], dns_listen=None, allow_dns=[],
+                                 rules_file=rules_path, **extra)
+        for t in cfg["tenants"]:
+            t.pop("allow-http", None)
+            t.pop("allow-dns", None)
+        return self.start_proxy(**cfg)
 
     def applied_count(self, p):
         return len(re.findall(r"rules file \S+ applied", p.stderr()))
@@ -195,6 +201,79 @@ class RulesFileTest(TenantCase):
                     self.fail("the proxy started with an invalid rules file (%s)" % what)
                 self.assertEqual(proc.returncode, 2, p.stderr())
                 self.assertIn(path, p.stderr())
+
+
+class TokenFilesTest(WatchCase):
+    URL = "http://allowed.test/"
+
+    def token_proxy(self, alpha_file, beta_file=None):
+        cfg = self.tenant_config()
+        cfg["tenants"][0]["token-file"] = alpha_file
+        if beta_file:
+            cfg["tenants"][1]["token-file"] = beta_file
+        return self.start_proxy(**cfg)
+
+    def test_a_rotation_applies_without_a_signal(self):
+        path = os.path.join(self.topo.tmp, "alpha-rotating.token")
+        with open(path, "w") as f:
+            f.write(ALPHA_TOKEN + "\n")
+        p = self.token_proxy(path)
+        self.assertEqual(self.status(p, "alpha", NEW_ALPHA_TOKEN, self.URL), 407)
+        # Step one: the new token beside the old; both prove alpha.
+        t0 = time.monotonic()
+        write_atomically(path, NEW_ALPHA_TOKEN + "\n" + ALPHA_TOKEN + "\n")
+        took = self.wait_status(p, "alpha", NEW_ALPHA_TOKEN, self.URL, 200, t0)
+        self.assertLess(took, APPLY_S, "applied after %.3f s" % took)
+        self.assertEqual(self.status(p, "alpha", ALPHA_TOKEN, self.URL), 200)
+        # Step two, written in place this time: the new one alone.
+        t0 = time.monotonic()
+        with open(path, "w") as f:
+            f.write(NEW_ALPHA_TOKEN + "\n")
+        took = self.wait_status(p, "alpha", ALPHA_TOKEN, self.URL, 407, t0)
+        self.assertLess(took, APPLY_S, "applied after %.3f s" % took)
+        self.assertEqual(self.status(p, "alpha", NEW_ALPHA_TOKEN, self.URL), 200)
+        self.assertEqual(p.stderr().count("tokens re-read"), 2, p.stderr())
+        for token in (ALPHA_TOKEN, NEW_ALPHA_TOKEN):
+            self.assertNotIn(token, p.stderr())
+
+    def test_a_secret_volume_swap_applies(self):
+        # A Secret volume as kubelet writes it: one file per key, through ..data.
+        vol = os.path.join(self.topo.tmp, "secret")
+        for version, alpha in (("..v1", ALPHA_TOKEN), ("..v2", NEW_ALPHA_TOKEN)):
+            os.makedirs(os.path.join(vol, version))
+            for name, token in (("alpha", alpha), ("beta", BETA_TOKEN)):
+                with open(os.path.join(vol, version, name), "w") as f:
+                    f.write(token)
+        os.symlink("..v1", os.path.join(vol, "..data"))
+        for name in ("alpha", "beta"):
+            os.symlink("..data/" + name, os.path.join(vol, name))
+        p = self.token_proxy(os.path.join(vol, "alpha"), os.path.join(vol, "beta"))
+        self.assertEqual(self.status(p, "alpha", ALPHA_TOKEN, self.URL), 200)
+        t0 = time.monotonic()
+        os.symlink("..v2", os.path.join(vol, "..data_tmp"))
+        os.rename(os.path.join(vol, "..data_tmp"), os.path.join(vol, "..data"))
+        took = self.wait_status(p, "alpha", NEW_ALPHA_TOKEN, self.URL, 200, t0)
+        self.assertLess(took, APPLY_S, "applied after %.3f s" % took)
+        self.assertEqual(self.status(p, "alpha", ALPHA_TOKEN, self.URL), 407)
+        self.assertEqual(self.status(p, "beta", BETA_TOKEN, "http://third.test/"), 200)
+
+    def test_a_bad_version_keeps_the_tokens_and_is_logged_once(self):
+        path = os.path.join(self.topo.tmp, "alpha-bad.token")
+        with open(path, "w") as f:
+            f.write(ALPHA_TOKEN)
+        p = self.token_proxy(path)
+        three = "".join("%d-0123456789abcdef\n" % i for i in range(3))
+        write_atomically(path, three)
+        poll(p.stderr, lambda err: "tokens not re-read" in err, timeout=LIVENESS_S)
+        self.assertIn("more than 2 lines", p.stderr())
+        self.assertEqual(self.status(p, "alpha", ALPHA_TOKEN, self.URL), 200)
+        # Past the slow re-read (every 5 s), which finds the same problem: not logged again.
+        time.sleep(5.5)
+        self.assertEqual(p.stderr().count("tokens not re-read"), 1, p.stderr())
+        self.assertNotIn("0123456789abcdef", p.stderr())
+        write_atomically(path, NEW_ALPHA_TOKEN)
+        self.wait_status(p, "alpha", NEW_ALPHA_TOKEN, self.URL, 200, time.monotonic())
+        self.assertEqual(self.status(p, "alpha", ALPHA_TOKEN, self.URL), 407)
 
 
 if __name__ == "__main__":

@@ -241,13 +241,26 @@ class TenantRangesTest(TenantCase):
         self.addCleanup(kept.close)
         self.assertStatus(kept.request(get("http://allowed.test/k1", "allowed.test",
                                            basic("alpha", ALPHA_TOKEN))), 200, p)
-        with open(token_file + ".new", "w") as f:
-            f.write(NEW_ALPHA_TOKEN + "\n")
-        os.rename(token_file + ".new", token_file)
-        p.proc.send_signal(signal.SIGHUP)
-        poll(p.stderr, lambda err: "tokens re-read" in err.replace("not re-read", ""),
-             timeout=LIVENESS_S)
+
+        def rotate(text, times):
+            with open(token_file + ".new", "w") as f:
+                f.write(text)
+            os.rename(token_file + ".new", token_file)
+            p.proc.send_signal(signal.SIGHUP)
+            poll(p.stderr, lambda err: err.replace("not re-read", "").count("tokens re-read") == times,
+                 timeout=LIVENESS_S)
+
+        # The rotation's first step: the new token beside the old one, and both prove alpha,
+        # the kept-alive connection's old one too.
+        rotate(NEW_ALPHA_TOKEN + "\n" + ALPHA_TOKEN + "\n", 1)
         self.assertStatus(kept.request(get("http://allowed.test/k2", "allowed.test",
+                                           basic("alpha", ALPHA_TOKEN))), 200, p)
+        for token in (ALPHA_TOKEN, NEW_ALPHA_TOKEN):
+            self.assertEqual(self.as_tenant("alpha", token, "http://allowed.test/", proxy=p)
+                             .http_code, 200)
+        # Its end: the new one alone.
+        rotate(NEW_ALPHA_TOKEN + "\n", 2)
+        self.assertStatus(kept.request(get("http://allowed.test/k3", "allowed.test",
                                            basic("alpha", ALPHA_TOKEN))), 407, p)
         self.assertEqual(self.as_tenant("alpha", ALPHA_TOKEN, "http://allowed.test/", proxy=p)
                          .http_code, 407)
@@ -260,6 +273,9 @@ class TenantRangesTest(TenantCase):
         short = os.path.join(self.topo.tmp, "short.token")
         with open(short, "w") as f:
             f.write("0123456789")
+        three = os.path.join(self.topo.tmp, "three.token")
+        with open(three, "w") as f:
+            f.write("".join("%d123456789abcdef\n" % i for i in range(3)))
         good = self.tenant_config()["tenants"]
         cases = [  # (overrides, words the error must hold)
             ({"tenants": []}, "tenants"),
@@ -270,6 +286,7 @@ class TenantRangesTest(TenantCase):
             ({"tenants": good + [dict(good[0])]}, "two tenants"),
             ({"tenants": [dict(good[0], **{"allow-http": ["*:80"]})]}, "tenant alpha allow-http"),
             ({"tenants": [{"name": "a", "token-file": short}]}, "at least 16"),
+            ({"tenants": [{"name": "a", "token-file": three}]}, "more than 2 lines"),
             ({"tenants": [{"name": "a", "token-file": self.topo.tmp + "/none"}]}, "tenant a"),
             ({"dns_tenants": {"127.0.0.1/32": "gamma"}}, "no tenant is named"),
             ({"dns_tenants": {"127.0.0.1/8": "alpha"}}, "not a range"),

@@ -108,7 +108,7 @@ TEST(TenantTest, RulesAddedForOneTenantReachOnlyIt) {
 TEST(TenantTest, AuthenticationNeedsTheTenantsWholeToken) {
   auto base = compiled(two_tenants());
   EXPECT_EQ(authenticate(*base, "alpha", ""), kNoTenant);  // no token read: nobody is alpha
-  auto snap = with_tenant_tokens(*base, {token("alpha-token-0123456789"), nullptr});
+  auto snap = with_tenant_tokens(*base, {{token("alpha-token-0123456789")}, {}});
   EXPECT_EQ(authenticate(*snap, "alpha", "alpha-token-0123456789"), 0);
   EXPECT_EQ(authenticate(*snap, "alpha", "alpha-token-012345678"), kNoTenant);
   EXPECT_EQ(authenticate(*snap, "alpha", "alpha-token-0123456789x"), kNoTenant);
@@ -119,6 +119,58 @@ TEST(TenantTest, AuthenticationNeedsTheTenantsWholeToken) {
   auto next = with_added(*snap, {}, 1);
   EXPECT_EQ(authenticate(*next, "alpha", "alpha-token-0123456789"), 0);
   EXPECT_THROW(with_tenant_tokens(*base, {}), std::invalid_argument);
+}
+
+TEST(TenantTest, EitherOfTwoTokensProvesTheTenantWhileItChanges) {
+  auto base = compiled(two_tenants());
+  auto both = with_tenant_tokens(
+      *base, {{token("alpha-old-token-0123"), token("alpha-new-token-4567")}, {}});
+  EXPECT_EQ(authenticate(*both, "alpha", "alpha-old-token-0123"), 0);
+  EXPECT_EQ(authenticate(*both, "alpha", "alpha-new-token-4567"), 0);
+  EXPECT_EQ(authenticate(*both, "alpha", "alpha-old-token-0123alpha-new-token-4567"), kNoTenant);
+  EXPECT_EQ(authenticate(*both, "alpha", "alpha-new-token-456"), kNoTenant);
+  EXPECT_EQ(authenticate(*both, "beta", "alpha-new-token-4567"), kNoTenant);
+  // The rotation's end: the new one alone, and the old one proves nothing.
+  auto after = with_tenant_tokens(*both, {{token("alpha-new-token-4567")}, {}});
+  EXPECT_EQ(authenticate(*after, "alpha", "alpha-new-token-4567"), 0);
+  EXPECT_EQ(authenticate(*after, "alpha", "alpha-old-token-0123"), kNoTenant);
+}
+
+TEST(TenantTest, ATokenFileHoldsOneOrTwoTokensALine) {
+  auto reveal = [](const TenantTokens& t, std::size_t i) {
+    return t[i] ? std::string(t[i]->reveal()) : std::string("(none)");
+  };
+  const auto one = split_tenant_tokens("0123456789abcdef");
+  EXPECT_EQ(reveal(one, 0), "0123456789abcdef");
+  EXPECT_EQ(reveal(one, 1), "(none)");
+  for (const char* text :
+       {"0123456789abcdef\nfedcba9876543210", "0123456789abcdef\r\nfedcba9876543210\r"}) {
+    const auto two = split_tenant_tokens(text);
+    EXPECT_EQ(reveal(two, 0), "0123456789abcdef") << text;
+    EXPECT_EQ(reveal(two, 1), "fedcba9876543210") << text;
+  }
+  const std::string secretish = "s3cr3t-s3cr3t-s3cr3t";
+  const struct {
+    std::string text;
+    std::string error;
+  } bad[] = {
+      {"", "line 1: a tenant's token has at least 16 characters"},
+      {secretish + "\n", "line 2: a tenant's token has at least 16 characters"},
+      {secretish + "\n\n" + secretish, "line 2: a tenant's token has at least 16 characters"},
+      {secretish + "\n" + secretish + " x",
+       "line 2: a tenant's token has only printable ASCII, without spaces"},
+      {secretish + "\n" + secretish + "\n" + secretish,
+       "more than 2 lines: a tenant has one token, or two while it changes"},
+  };
+  for (const auto& b : bad) {
+    try {
+      split_tenant_tokens(b.text);
+      ADD_FAILURE() << "accepted: " << b.text;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), b.error);
+      EXPECT_EQ(std::string(e.what()).find("s3cr3t"), std::string::npos);
+    }
+  }
 }
 
 TEST(TenantTest, NamesAndRulesAreCheckedWhole) {

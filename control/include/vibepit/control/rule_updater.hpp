@@ -56,7 +56,7 @@ class RuleUpdater {
 
   // Give the tenants these tokens, by TenantId (policy::with_tenant_tokens); the generation
   // that holds them.
-  std::uint64_t set_tenant_tokens(std::vector<secret::SharedSecret> tokens);
+  std::uint64_t set_tenant_tokens(std::vector<policy::TenantTokens> tokens);
 
   // The watched rules file (docs/fleet.md). The configuration's rules are the base it adds
   // to: set them once, before the first apply_rules_file.

@@ -96,11 +96,11 @@ std::shared_ptr<Snapshot> with_added(const Snapshot& base, ParsedRules added,
 bool has_rule(const Snapshot& snap, const HttpRule& rule, TenantId tenant = kNoTenant);
 bool has_rule(const Snapshot& snap, const DnsRule& rule, TenantId tenant = kNoTenant);
 
-// A mutable copy of `base` whose tenants have these tokens, by TenantId (one for each of
-// base's tenants; a null one leaves that tenant without a token). The tokens replaced are
+// A mutable copy of `base` whose tenants have these tokens, by TenantId (an entry for each of
+// base's tenants; one of nulls leaves that tenant without a token). The tokens replaced are
 // wiped once no snapshot holds them.
 std::shared_ptr<Snapshot> with_tenant_tokens(const Snapshot& base,
-                                             std::vector<secret::SharedSecret> tokens);
+                                             std::vector<TenantTokens> tokens);
 
 // A mutable copy of `base` in which `c` takes the place of the credential of the same name,
 // or follows the others. The replaced one's value is wiped once no snapshot holds it.

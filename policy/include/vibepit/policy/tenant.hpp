@@ -8,6 +8,7 @@
 // A tenant is known by its place in the configuration's list (TenantId): the list is fixed
 // for the process's life, so a connection authenticated against one snapshot is the same
 // tenant in the next, while the tokens and rules in each snapshot may change.
+#include <array>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +27,11 @@ using TenantId = int;
 inline constexpr TenantId kNoTenant = -1;     // the top-level rules only
 inline constexpr TenantId kEveryTenant = -2;  // DNS: the top-level rules and every tenant's
 
+// A tenant's tokens: the one in use and, while its clients move to a new one, that one too
+// (docs/fleet.md, "Rotating a tenant's token"). Either proves the tenant; a null one is none.
+inline constexpr std::size_t kMaxTenantTokens = 2;
+using TenantTokens = std::array<secret::SharedSecret, kMaxTenantTokens>;
+
 // A tenant's rules as text, as a configuration or rules file gives them.
 struct TenantRuleSet {
   std::string name;
@@ -35,9 +41,9 @@ struct TenantRuleSet {
 
 struct Tenant {
   std::string name;
-  // The token its clients present, in secret memory. Null: none was read, and no client can
+  // The tokens its clients present, in secret memory. None: none was read, and no client can
   // be this tenant.
-  secret::SharedSecret token;
+  TenantTokens tokens;
   HttpMatcher http;
   DnsMatcher dns;
   CowList<std::string> allow_http;  // canonical texts, in insertion order
@@ -54,12 +60,17 @@ std::string tenant_name_problem(std::string_view name);
 // never quotes the token.
 std::string tenant_token_problem(std::string_view token);
 
+// The tokens in a token file's text: one per line ("\r\n" ends one too), at most
+// kMaxTenantTokens, each one tenant_token_problem accepts, each copied into secret memory of
+// its own. Throws std::invalid_argument saying which line is wrong and why, never quoting it.
+TenantTokens split_tenant_tokens(std::string_view text);
+
 // The tenant called `name`, or kNoTenant.
 TenantId find_tenant(const Snapshot& snap, std::string_view name);
 
-// The tenant whose name is `user` and whose token is `token`, or kNoTenant. The token is
-// compared in constant time (secret::equal_constant_time); a tenant without a token matches
-// nothing.
+// The tenant whose name is `user` and one of whose tokens is `token`, or kNoTenant. The token
+// is compared with each of the tenant's, every one of them, in constant time
+// (secret::equal_constant_time); a tenant without a token matches nothing.
 TenantId authenticate(const Snapshot& snap, std::string_view user, std::string_view token);
 
 // The tenant `id` of `snap`, or null for kNoTenant, kEveryTenant or an id it has not.
