@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -24,6 +25,9 @@ namespace {
 using steady = std::chrono::steady_clock;
 constexpr std::size_t kMaxHead = 2048;
 constexpr int kClientMs = 500;  // a client has this long to send its head and take the answer
+constexpr int kDrainMs = 100;   // and then this long, within those, to stop sending
+constexpr std::size_t kMaxDrain = 65536;
+constexpr std::size_t kMaxClients = 32;  // at once; past this the oldest is closed
 
 std::int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now().time_since_epoch())
@@ -46,12 +50,6 @@ socklen_t to_sockaddr(const config::Endpoint& ep, sockaddr_storage& ss) {
   a->sin_port = htons(ep.port);
   ::inet_pton(AF_INET, text.c_str(), &a->sin_addr);
   return sizeof(sockaddr_in);
-}
-
-void set_timeouts(int fd, int ms) {
-  timeval tv{ms / 1000, (ms % 1000) * 1000};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
 std::string response(int status, const char* reason, const std::string& body, bool head) {
@@ -131,75 +129,136 @@ void HealthServer::start() {
   thread_ = std::thread([this] { run(); });
 }
 
+// A connection to the health port, from accept to close.
+struct HealthServer::Client {
+  enum class State { reading, writing, draining };
+  int fd = -1;
+  State state = State::reading;
+  steady::time_point deadline;
+  std::string in;
+  std::string out;
+  std::size_t sent = 0;
+  std::size_t drained = 0;
+};
+
 void HealthServer::run() {
+  std::vector<Client> clients;  // in the order they came: the first is the oldest
   std::vector<pollfd> fds;
-  for (int fd : listeners_) fds.push_back({fd, POLLIN, 0});
-  fds.push_back({stop_, POLLIN, 0});
   for (;;) {
-    if (::poll(fds.data(), fds.size(), -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
+    fds.clear();
+    for (int fd : listeners_) fds.push_back({fd, POLLIN, 0});
+    fds.push_back({stop_, POLLIN, 0});
+    int wait_ms = -1;
+    const auto now = steady::now();
+    for (const auto& c : clients) {
+      fds.push_back(
+          {c.fd, static_cast<short>(c.state == Client::State::writing ? POLLOUT : POLLIN), 0});
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(c.deadline - now).count();
+      const int ms = static_cast<int>(std::clamp<std::int64_t>(left, 0, kClientMs));
+      wait_ms = wait_ms < 0 ? ms : std::min(wait_ms, ms);
     }
-    if (fds.back().revents != 0) return;
-    for (std::size_t i = 0; i + 1 < fds.size(); ++i) {
+    if (::poll(fds.data(), fds.size(), wait_ms) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[listeners_.size()].revents != 0) break;
+    const std::size_t first = listeners_.size() + 1;
+    for (std::size_t k = 0; k < clients.size(); ++k) {
+      Client& c = clients[k];
+      if (fds[first + k].revents != 0) step(c);
+      if (c.fd >= 0 && steady::now() >= c.deadline) {
+        ::close(c.fd);  // out of time: reading, writing, or draining
+        c.fd = -1;
+      }
+    }
+    std::erase_if(clients, [](const Client& c) { return c.fd < 0; });
+    for (std::size_t i = 0; i < listeners_.size(); ++i) {
       if (fds[i].revents == 0) continue;
-      const int c = ::accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;  // gone already, or out of descriptors: the next poll retries
-      serve(c);
-      ::close(c);
+      const int fd = ::accept4(listeners_[i], nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) continue;  // gone already, or out of descriptors: the next poll retries
+      if (clients.size() == kMaxClients) {
+        // Full: the oldest goes. A prober's request comes with its connection and is
+        // answered within the loop's next turn, so clients that only hold connections
+        // open cannot keep it out.
+        ::close(clients.front().fd);
+        clients.erase(clients.begin());
+      }
+      Client c;
+      c.fd = fd;
+      c.deadline = steady::now() + std::chrono::milliseconds(kClientMs);
+      clients.push_back(std::move(c));
+      step(clients.back());  // its request may be here already
+    }
+  }
+  for (const auto& c : clients) ::close(c.fd);
+}
+
+// Moves one client on as far as its socket allows: read the head (the proxy's own parser,
+// fuzzed: strict, and bounded by kMaxHead), answer it, then read what it still sends for a
+// moment before closing (closing with its bytes unread would reset the connection, and the
+// answer with it). Closes the socket and sets fd to -1 when the client is done.
+void HealthServer::step(Client& c) {
+  char buf[512];
+  if (c.state == Client::State::reading) {
+    http::RequestHead head;
+    http::ParseResult parsed;
+    for (;;) {
+      const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (n <= 0) {
+        ::close(c.fd);
+        c.fd = -1;
+        return;
+      }
+      c.in.append(buf, static_cast<std::size_t>(n));
+      parsed = http::parse_request_head(c.in, kMaxHead, head);
+      if (parsed.state != http::ParseState::incomplete) break;
+    }
+    c.out = answer(parsed.state == http::ParseState::complete ? &head : nullptr);
+    c.in.clear();
+    c.state = Client::State::writing;
+  }
+  if (c.state == Client::State::writing) {
+    while (c.sent < c.out.size()) {
+      const ssize_t n = ::send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (n <= 0) {
+        ::close(c.fd);
+        c.fd = -1;
+        return;
+      }
+      c.sent += static_cast<std::size_t>(n);
+    }
+    ::shutdown(c.fd, SHUT_WR);
+    c.state = Client::State::draining;
+    c.deadline = std::min(c.deadline, steady::now() + std::chrono::milliseconds(kDrainMs));
+  }
+  for (;;) {  // draining
+    const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    c.drained += n > 0 ? static_cast<std::size_t>(n) : 0;
+    if (n <= 0 || c.drained >= kMaxDrain) {
+      ::close(c.fd);
+      c.fd = -1;
+      return;
     }
   }
 }
 
-// One request, one answer. The client has kClientMs for each read and write: a slow one
-// delays the next by at most that, and never holds the thread.
-void HealthServer::serve(int fd) {
-  set_timeouts(fd, kClientMs);
-  std::string bytes;
-  http::RequestHead head;
-  http::ParseResult parsed;
-  const auto deadline = steady::now() + std::chrono::milliseconds(kClientMs);
-  char buf[512];
-  // The proxy's own head parser (fuzzed): strict, and bounded by kMaxHead.
-  while (parsed.state == http::ParseState::incomplete && steady::now() < deadline) {
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) return;
-    bytes.append(buf, static_cast<std::size_t>(n));
-    parsed = http::parse_request_head(bytes, kMaxHead, head);
-  }
-  std::string out;
-  if (parsed.state != http::ParseState::complete) {
-    out = response(400, "Bad Request", "a GET of /livez or /readyz\n", false);
-  } else {
-    const bool is_head = head.method == "HEAD";
-    const std::function<std::string()>* check = head.target == "/livez"    ? &checks_.live
-                                                : head.target == "/readyz" ? &checks_.ready
-                                                                           : nullptr;
-    if (check == nullptr) {
-      out = response(404, "Not Found", "only /livez and /readyz are here\n", is_head);
-    } else if (head.method != "GET" && !is_head) {
-      out = response(405, "Method Not Allowed", "GET or HEAD\n", false);
-    } else {
-      const std::string why = *check ? (*check)() : std::string();
-      out = why.empty() ? response(200, "OK", "ok\n", is_head)
-                        : response(503, "Service Unavailable", why, is_head);
-    }
-  }
-  std::size_t sent = 0;
-  while (sent < out.size()) {
-    const ssize_t n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    sent += static_cast<std::size_t>(n);
-  }
-  // A client whose head was refused may still be sending: closing with its bytes unread
-  // would reset the connection, and the answer with it. Read what comes, briefly, first.
-  ::shutdown(fd, SHUT_WR);
-  set_timeouts(fd, 100);
-  for (std::size_t drained = 0; drained < 65536;) {
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    drained += static_cast<std::size_t>(n);
-  }
+// The answer to a parsed head, or to a head that was not one (null).
+std::string HealthServer::answer(const http::RequestHead* head) const {
+  if (head == nullptr) return response(400, "Bad Request", "a GET of /livez or /readyz\n", false);
+  const bool is_head = head->method == "HEAD";
+  const std::function<std::string()>* check = head->target == "/livez"    ? &checks_.live
+                                              : head->target == "/readyz" ? &checks_.ready
+                                                                          : nullptr;
+  if (check == nullptr)
+    return response(404, "Not Found", "only /livez and /readyz are here\n", is_head);
+  if (head->method != "GET" && !is_head)
+    return response(405, "Method Not Allowed", "GET or HEAD\n", false);
+  const std::string why = *check ? (*check)() : std::string();
+  return why.empty() ? response(200, "OK", "ok\n", is_head)
+                     : response(503, "Service Unavailable", why, is_head);
 }
 
 std::string loops_turning(const std::vector<Loop>& loops, std::chrono::milliseconds within) {

@@ -4,7 +4,8 @@
 // GET or HEAD /livez (alive: every I/O loop turns) and /readyz (ready to take traffic:
 // listeners open, rules loaded, upstream DNS answering, not draining). 200 with "ok", or
 // 503 with the reasons, one a line; any other request gets 404 or 405, and the connection
-// closes after each answer.
+// closes after each answer. One thread serves up to 32 clients at once, each given 0.5 s;
+// past 32 the oldest is closed, so connections held open cannot keep a prober out.
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "vibepit/config/config.hpp"
+#include "vibepit/http/head.hpp"
 #include "vibepit/runtime/loop.hpp"
 
 namespace vibepit::runtime {
@@ -35,8 +37,10 @@ class HealthServer {
   void start();                                     // the serving thread; the destructor stops it
 
  private:
+  struct Client;
   void run();
-  void serve(int fd);
+  void step(Client& c);
+  std::string answer(const http::RequestHead* head) const;
 
   std::vector<int> listeners_;
   HealthChecks checks_;
