@@ -12,9 +12,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <ctime>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <thread>
 
@@ -119,6 +121,32 @@ std::optional<Json> running_sandbox(docker::Client& docker, const Project& p) {
 // --ask-timeout's seconds, as the proxy's ask-timeout-ms (at least 1).
 std::uint64_t ask_timeout_ms(double seconds) {
   return std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(seconds * 1000)));
+}
+
+// Whether the sandbox ended because its session was removed from outside (vibepit down or
+// prune, which remove containers by force): it is gone, or its removal is under way. A killed
+// command may also just have been killed, so the answer waits for the removal a moment only.
+bool removed_from_outside(docker::Client& docker, const std::string& sandbox) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (;;) {
+    std::optional<Json> j;
+    try {
+      j = docker.container_inspect(sandbox);
+    } catch (const std::exception&) {
+      return false;  // the engine cannot say
+    }
+    if (!j) return true;
+    const auto state = j->find("State");
+    if (state != j->end() && state->is_object() && state->value("Status", "") == "removing")
+      return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+void say_removed(std::ostream& err) {
+  err << "vibepit: the session was removed while the command ran (vibepit down or vibepit "
+         "prune)\n";
 }
 
 int join(docker::Client& docker, const Json& sandbox, const RunOptions& o, bool tty,
@@ -293,16 +321,12 @@ int cmd_run(const RunOptions& o, std::ostream& out, std::ostream& err) {
     int status = kRunFailed;
     try {
       status = docker.container_wait(sandbox);
+      // Docker answers the killed command's status before the removal that killed it ends.
+      if (status == kRunRemoved && removed_from_outside(docker, sandbox)) say_removed(err);
     } catch (const docker::DockerError& e) {
-      // Gone: removed from outside while the command ran, which killed it.
-      bool gone = false;
-      try {
-        gone = !docker.container_inspect(sandbox);
-      } catch (const std::exception&) {
-      }
-      if (gone) {
-        err << "vibepit: the session was removed while the command ran (vibepit down or "
-               "vibepit prune)\n";
+      // Podman's wait fails: the container went while it waited.
+      if (removed_from_outside(docker, sandbox)) {
+        say_removed(err);
         status = kRunRemoved;
       } else {
         err << "vibepit: " << e.what() << "\n";
