@@ -37,6 +37,12 @@ std::string proto_text(Proto p) {
 
 }  // namespace
 
+std::string count_text(std::uint64_t n) {
+  if (n < 100'000) return std::to_string(n);
+  if (n < 10'000'000) return std::to_string(n / 1000) + "k";
+  return std::to_string(n / 1'000'000) + "M";
+}
+
 std::string age(std::int64_t us) {
   const std::int64_t s = std::max<std::int64_t>(us, 0) / 1'000'000;
   if (s < 100) return std::to_string(s) + "s";
@@ -51,16 +57,17 @@ std::vector<Line> layout(const Model& m, int width, int height, std::int64_t now
   if (width <= 0 || height <= 0) return out;
   const auto& st = m.status();
 
-  // What matters most first: a narrow terminal cuts the end. (The help line says which
-  // program this is; the session id is 12 characters.)
-  std::string status = terminal_safe(st.session) + "  held " + std::to_string(m.held_count()) +
-                       "  denied " + std::to_string(m.denied()) + "  allowed " +
-                       std::to_string(m.allowed()) + (m.showing_allowed() ? "" : " (hidden)") +
-                       "  " + (st.mode.empty() ? "enforce" : terminal_safe(st.mode)) + " gen " +
-                       std::to_string(st.generation) + "  ask " +
-                       (st.ask ? age(static_cast<std::int64_t>(st.ask_timeout_ms) * 1000) : "off");
-  if (!st.connected) status += "  RECONNECTING";
+  // What matters most first: a narrow terminal cuts the end, so the session's id (12
+  // characters, and the help line says which program this is) comes last, and counts are
+  // kept short.
+  std::string status = st.connected ? "" : "RECONNECTING  ";
+  status += "held " + count_text(m.held_count()) + "  denied " + count_text(m.denied()) +
+            "  allowed " + count_text(m.allowed()) + (m.showing_allowed() ? "" : " (hidden)") +
+            "  " + (st.mode.empty() ? "enforce" : terminal_safe(st.mode)) + " gen " +
+            count_text(st.generation) + "  ask " +
+            (st.ask ? age(static_cast<std::int64_t>(st.ask_timeout_ms) * 1000) : "off");
   if (!m.filter().empty()) status += "  filter \"" + terminal_safe(m.filter()) + "\"";
+  status += "  session " + terminal_safe(st.session);
   out.push_back({fit(status, width), Tone::status});
   if (height == 1) return out;
 
@@ -106,7 +113,7 @@ std::vector<Line> layout(const Model& m, int width, int height, std::int64_t now
     }
     out.push_back({columns(selected ? ">" : " ", proto_text(r.key.proto), terminal_safe(r.key.host),
                            r.key.proto == Proto::dns ? "" : std::to_string(r.key.port),
-                           std::to_string(r.count), last, verdict,
+                           count_text(r.count + r.held.size()), last, verdict,
                            terminal_safe(short_reason(r.reason)), terminal_safe(r.rule)),
                    tone, selected});
   }

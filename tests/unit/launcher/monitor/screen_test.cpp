@@ -40,7 +40,9 @@ TEST(MonitorScreen, At80x24TheHeldRowIsFirstSelectedAndShowsItsWait) {
   const auto s = layout(m, 80, 24, kNow, "");
   expect_clean(s, 80, 24);
   EXPECT_EQ(s[0].tone, Tone::status);
-  EXPECT_EQ(s[0].text.find("s1  held 1  denied 1  allowed 0 (hidden)  enforce gen 4  ask 60s"), 0u)
+  EXPECT_EQ(
+      s[0].text.find("held 1  denied 1  allowed 0 (hidden)  enforce gen 4  ask 60s  session s1"),
+      0u)
       << s[0].text;
   EXPECT_NE(s[0].text.find("gen 4"), std::string::npos) << s[0].text;
   EXPECT_NE(s[0].text.find("ask 60s"), std::string::npos) << s[0].text;
@@ -51,6 +53,8 @@ TEST(MonitorScreen, At80x24TheHeldRowIsFirstSelectedAndShowsItsWait) {
   EXPECT_EQ(s[2].text.substr(0, 6), ">conn ");
   EXPECT_NE(s[2].text.find("api.github.com"), std::string::npos) << s[2].text;
   EXPECT_NE(s[2].text.find("HELD 3s"), std::string::npos) << s[2].text;
+  // Its count is the held request, not 0 for the decisions it has not had yet.
+  EXPECT_NE(s[2].text.find(" 443      1   3s HELD 3s"), std::string::npos) << s[2].text;
   EXPECT_EQ(s[3].tone, Tone::denied);
   EXPECT_NE(s[3].text.find("registry.npmjs.org"), std::string::npos) << s[3].text;
   EXPECT_NE(s[3].text.find("10s"), std::string::npos) << s[3].text;
@@ -93,6 +97,39 @@ TEST(MonitorScreen, AnySizeGivesACleanScreenAndTheSelectionStaysOnIt) {
     }
   }
   EXPECT_TRUE(layout(m, 0, 0, kNow, "").empty());
+}
+
+TEST(MonitorScreen, ABusySessionsStatusFitsIn80ColumnsWithTheSessionLast) {
+  Model m = sample();
+  m.status().session = "0123456789ab";
+  m.status().generation = 123456;
+  m.status().connected = false;
+  for (int i = 0; i < 3; ++i) {
+    m.on_line(R"({"id":)" + std::to_string(10 + i) +
+              R"(,"ts":"2026-12-06T10:00:00.000000Z","src":"proxy","event":"decision",)"
+              R"("method":"GET","host":"h.test","port":80,"verdict":"deny",)"
+              R"("reason":"not_allowlisted","rule":"","count":4000000})");
+  }
+  const auto s = layout(m, 80, 24, kNow, "");
+  expect_clean(s, 80, 24);
+  // Reconnecting, millions denied: everything but the session's id is in the 80 columns.
+  EXPECT_EQ(s[0].text.find("RECONNECTING  held 1  denied 12M  allowed 0 (hidden)  enforce gen "
+                           "123k  ask 60s"),
+            0u)
+      << s[0].text;
+  m.status().connected = true;
+  const auto t = layout(m, 80, 24, kNow, "");
+  EXPECT_EQ(t[0].text.find("held 1  denied 12M"), 0u) << t[0].text;
+  EXPECT_NE(t[0].text.find("ask 60s  session 0123"), std::string::npos) << t[0].text;
+}
+
+TEST(MonitorScreen, Counts) {
+  EXPECT_EQ(count_text(0), "0");
+  EXPECT_EQ(count_text(99'999), "99999");
+  EXPECT_EQ(count_text(100'000), "100k");
+  EXPECT_EQ(count_text(9'999'999), "9999k");
+  EXPECT_EQ(count_text(10'000'000), "10M");
+  EXPECT_EQ(count_text(18'446'744'073'709'551'615ULL), "18446744073709M");
 }
 
 TEST(MonitorScreen, Ages) {

@@ -27,4 +27,8 @@ std::vector<Line> layout(const Model& m, int width, int height, std::int64_t now
 // "12s", "5m", "3h", "2d": how long ago, in at most 3 characters and a unit.
 std::string age(std::int64_t us);
 
+// A count kept short: exact below 100 000, then in thousands ("9999k"), then in millions
+// ("45M").
+std::string count_text(std::uint64_t n);
+
 }  // namespace vibepit::launcher::monitor
